@@ -1,0 +1,1 @@
+"""autosched: an autotuning SDK for tensor programs."""

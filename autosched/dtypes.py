@@ -1,0 +1,60 @@
+"""Scalar data types: one table that the expression layer, the emitters and the runners share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """A scalar type: its name, its C spelling, its numpy equivalent and its size."""
+
+    name: str
+    c_name: str
+    numpy: str
+    bits: int
+    is_float: bool
+
+    @property
+    def bytes(self) -> int:
+        """Size of one element in bytes."""
+        return self.bits // 8
+
+
+_TABLE: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("float16", "_Float16", "float16", 16, True),
+        DType("float32", "float", "float32", 32, True),
+        DType("float64", "double", "float64", 64, True),
+        DType("int8", "int8_t", "int8", 8, False),
+        DType("int32", "int32_t", "int32", 32, False),
+        DType("int64", "int64_t", "int64", 64, False),
+        DType("bool", "int", "bool", 8, False),
+    )
+}
+
+
+def dtype(name: str) -> DType:
+    """Look a dtype up by name; raise ``TypeError`` naming the known ones if it is unknown."""
+    try:
+        return _TABLE[str(name)]
+    except KeyError:
+        raise TypeError(f"unknown dtype {name!r}; known: {', '.join(_TABLE)}") from None
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype that holds values of ``name``."""
+    return np.dtype(dtype(name).numpy)
+
+
+def promote(a: str, b: str) -> str:
+    """Result type of a binary arithmetic operation on ``a`` and ``b`` (the wider, floats first)."""
+    if a == b:
+        return a
+    da, db = dtype(a), dtype(b)
+    if da.is_float != db.is_float:
+        return a if da.is_float else b
+    return a if da.bits >= db.bits else b

@@ -1,0 +1,1 @@
+"""autosched.emit_cuda."""

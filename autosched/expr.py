@@ -1,0 +1,767 @@
+"""Tensor expressions: the DAG a user writes with ``placeholder``, ``compute`` and ``reduce_axis``.
+
+Expression nodes are small frozen dataclasses, so two expressions that print the same are equal and
+hash the same. Operations (``PlaceholderOp``, ``ComputeOp``) are compared by identity: a DAG is a
+graph of operations, each named, and its structural key comes from :func:`dag_key`.
+
+Comparison operators ``<``, ``<=``, ``>``, ``>=`` build comparison nodes; ``==`` and ``!=`` keep
+their Python meaning (structural equality), so use :func:`equal` / :func:`not_equal` in a compute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence, Union
+
+from .dtypes import dtype as _dtype
+from .dtypes import promote
+
+ExprLike = Union["Expr", "IterVar", int, float, bool]
+
+
+class _Ops:
+    """Arithmetic operators shared by expressions and iteration variables."""
+
+    __slots__ = ()
+
+    def _expr(self) -> Expr:
+        raise NotImplementedError
+
+    def __add__(self, o: ExprLike) -> Expr:
+        return binary("add", self, o)
+
+    def __radd__(self, o: ExprLike) -> Expr:
+        return binary("add", o, self)
+
+    def __sub__(self, o: ExprLike) -> Expr:
+        return binary("sub", self, o)
+
+    def __rsub__(self, o: ExprLike) -> Expr:
+        return binary("sub", o, self)
+
+    def __mul__(self, o: ExprLike) -> Expr:
+        return binary("mul", self, o)
+
+    def __rmul__(self, o: ExprLike) -> Expr:
+        return binary("mul", o, self)
+
+    def __truediv__(self, o: ExprLike) -> Expr:
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o: ExprLike) -> Expr:
+        return binary("div", o, self)
+
+    def __floordiv__(self, o: ExprLike) -> Expr:
+        return binary("floordiv", self, o)
+
+    def __rfloordiv__(self, o: ExprLike) -> Expr:
+        return binary("floordiv", o, self)
+
+    def __mod__(self, o: ExprLike) -> Expr:
+        return binary("floormod", self, o)
+
+    def __rmod__(self, o: ExprLike) -> Expr:
+        return binary("floormod", o, self)
+
+    def __neg__(self) -> Expr:
+        return binary("sub", const(0, self._expr().dtype), self)
+
+    def __lt__(self, o: ExprLike) -> Expr:
+        return compare("lt", self, o)
+
+    def __le__(self, o: ExprLike) -> Expr:
+        return compare("le", self, o)
+
+    def __gt__(self, o: ExprLike) -> Expr:
+        return compare("gt", self, o)
+
+    def __ge__(self, o: ExprLike) -> Expr:
+        return compare("ge", self, o)
+
+    def __and__(self, o: ExprLike) -> Expr:
+        return logic("and", self, o)
+
+    def __or__(self, o: ExprLike) -> Expr:
+        return logic("or", self, o)
+
+    def __invert__(self) -> Expr:
+        return Not(as_expr(self))
+
+    def __bool__(self) -> bool:
+        raise TypeError("a symbolic expression has no truth value; use if_then_else or &, |")
+
+    def astype(self, dtype: str) -> Expr:
+        """Cast to ``dtype``."""
+        return cast(self, dtype)
+
+
+class Expr(_Ops):
+    """Base of all expression nodes."""
+
+    __slots__ = ()
+
+    @property
+    def dtype(self) -> str:
+        raise NotImplementedError
+
+    def _expr(self) -> Expr:
+        return self
+
+    def __str__(self) -> str:
+        return to_str(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Expr):
+    value: int | float
+    type: str = "int32"
+
+    @property
+    def dtype(self) -> str:
+        return self.type
+
+
+@dataclass(frozen=True, slots=True)
+class Var(Expr):
+    name: str
+    type: str = "int32"
+
+    @property
+    def dtype(self) -> str:
+        return self.type
+
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "min", "max")
+COMPARE_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+    type: str
+
+    @property
+    def dtype(self) -> str:
+        return self.type
+
+
+@dataclass(frozen=True, slots=True)
+class Cmp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Logic(Expr):
+    op: str  # "and" | "or"
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Expr):
+    a: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "bool"
+
+
+@dataclass(frozen=True, slots=True)
+class Select(Expr):
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class Cast(Expr):
+    type: str
+    value: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.type
+
+
+MATH_FUNCS = ("exp", "log", "sqrt", "tanh", "sigmoid", "abs", "pow", "erf", "floor", "ceil")
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Expr):
+    name: str
+    args: tuple[Expr, ...]
+    type: str
+
+    @property
+    def dtype(self) -> str:
+        return self.type
+
+
+@dataclass(frozen=True, slots=True)
+class Load(Expr):
+    """Read of ``tensor`` at ``indices`` (what ``A[i, j]`` builds)."""
+
+    tensor: Tensor
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+
+REDUCERS = ("sum", "max", "min")
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce(Expr):
+    """A reduction of ``source`` over ``axis`` with ``combiner``; only the top of a compute body."""
+
+    combiner: str
+    source: Expr
+    axis: tuple[IterVar, ...]
+    where: Expr | None = None
+
+    @property
+    def dtype(self) -> str:
+        return self.source.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class IterVar(_Ops):
+    """An iteration axis: a variable over ``[begin, begin + extent)``; kind "data" or "reduce"."""
+
+    var: Var
+    extent: int
+    kind: str = "data"
+    begin: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.var.name
+
+    @property
+    def dtype(self) -> str:
+        return "int32"
+
+    def _expr(self) -> Expr:
+        return self.var
+
+
+# ---------------------------------------------------------------------------- tensors and ops
+
+
+@dataclass(eq=False, slots=True)
+class PlaceholderOp:
+    """An input tensor of the DAG."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        return ()
+
+    def output(self, index: int = 0) -> Tensor:
+        return Tensor(self)
+
+
+@dataclass(eq=False, slots=True)
+class ComputeOp:
+    """A tensor defined elementwise by ``body`` over ``axis`` (and a top-level reduction)."""
+
+    name: str
+    axis: tuple[IterVar, ...]
+    body: Expr
+    tag: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(iv.extent for iv in self.axis)
+
+    @property
+    def dtype(self) -> str:
+        return self.body.dtype
+
+    @property
+    def reduce_axis(self) -> tuple[IterVar, ...]:
+        return self.body.axis if isinstance(self.body, Reduce) else ()
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        seen: dict[str, Tensor] = {}
+        for node in walk(self.body):
+            if isinstance(node, Load) and node.tensor.name not in seen:
+                seen[node.tensor.name] = node.tensor
+        return tuple(seen.values())
+
+    def output(self, index: int = 0) -> Tensor:
+        return Tensor(self)
+
+
+Operation = Union[PlaceholderOp, ComputeOp]
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """The output of an operation; index it (``A[i, j]``) to read it in an expression."""
+
+    op: Operation
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.op.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.op.shape)
+
+    def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> Load:
+        idx = indices if isinstance(indices, tuple) else (indices,)
+        if len(idx) != self.ndim:
+            raise IndexError(f"tensor {self.name} has {self.ndim} dimensions, indexed with {len(idx)}")
+        exprs = tuple(as_expr(i) for i in idx)
+        for e in exprs:
+            if _dtype(e.dtype).is_float:
+                raise TypeError(f"index of {self.name} must be an integer, got {e.dtype}: {e}")
+        return Load(self, exprs)
+
+    def __hash__(self) -> int:
+        return id(self.op)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tensor) and other.op is self.op
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
+
+
+# ---------------------------------------------------------------------------- constructors
+
+
+def const(value: int | float | bool, dtype: str | None = None) -> Const:
+    """A constant; the dtype defaults to int32 for ints and float32 for floats."""
+    if dtype is None:
+        dtype = "float32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "int32"
+    d = _dtype(dtype)
+    return Const(float(value) if d.is_float else int(value), d.name)
+
+
+def as_expr(x: ExprLike, like: str | None = None) -> Expr:
+    """Turn a Python number or an IterVar into an expression (numbers take the type ``like``)."""
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, IterVar):
+        return x.var
+    if isinstance(x, bool):
+        return const(x, "bool")
+    if isinstance(x, int):
+        if like is not None and _dtype(like).is_float:
+            return const(float(x), like)
+        return const(x, like if like is not None and like != "bool" else "int32")
+    if isinstance(x, float):
+        return const(x, like if like is not None and _dtype(like).is_float else "float32")
+    raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
+
+
+def _pair(a: ExprLike, b: ExprLike) -> tuple[Expr, Expr]:
+    """Convert both operands; a Python number takes the type of the other operand."""
+    if isinstance(a, (Expr, IterVar)):
+        ea = as_expr(a)
+        return ea, as_expr(b, ea.dtype)
+    eb = as_expr(b)
+    return as_expr(a, eb.dtype), eb
+
+
+def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Build a binary arithmetic node with type promotion."""
+    ea, eb = _pair(a, b)
+    t = promote(ea.dtype, eb.dtype)
+    if t == "bool":
+        raise TypeError(f"arithmetic '{op}' on booleans: {ea}, {eb}")
+    is_float = _dtype(t).is_float
+    if op == "div" and not is_float:
+        raise TypeError(f"'/' on integers ({ea} / {eb}) is ambiguous; use // (floor division)")
+    if op in ("floordiv", "floormod") and is_float:
+        raise TypeError(f"'{op}' needs integer operands, got {t}")
+    if ea.dtype != t:
+        ea = Cast(t, ea)
+    if eb.dtype != t:
+        eb = Cast(t, eb)
+    return BinOp(op, ea, eb, t)
+
+
+def compare(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Build a comparison node."""
+    ea, eb = _pair(a, b)
+    return Cmp(op, ea, eb)
+
+
+def logic(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Logical and/or of two conditions."""
+    return Logic(op, as_expr(a), as_expr(b))
+
+
+def equal(a: ExprLike, b: ExprLike) -> Expr:
+    """``a == b`` as an expression node."""
+    return compare("eq", a, b)
+
+
+def not_equal(a: ExprLike, b: ExprLike) -> Expr:
+    """``a != b`` as an expression node."""
+    return compare("ne", a, b)
+
+
+def all(*conds: ExprLike) -> Expr:  # noqa: A001 - te's name
+    """Conjunction of conditions."""
+    out = as_expr(conds[0])
+    for c in conds[1:]:
+        out = Logic("and", out, as_expr(c))
+    return out
+
+
+def if_then_else(cond: ExprLike, t: ExprLike, f: ExprLike) -> Expr:
+    """``t`` where ``cond`` holds, else ``f``."""
+    et, ef = _pair(t, f)
+    ty = promote(et.dtype, ef.dtype)
+    et = et if et.dtype == ty else Cast(ty, et)
+    ef = ef if ef.dtype == ty else Cast(ty, ef)
+    return Select(as_expr(cond), et, ef)
+
+
+def cast(x: ExprLike, dtype: str) -> Expr:
+    """Convert ``x`` to ``dtype``."""
+    e = as_expr(x)
+    d = _dtype(dtype).name
+    return e if e.dtype == d else Cast(d, e)
+
+
+def _math(name: str, *args: ExprLike) -> Expr:
+    exprs = [as_expr(a) for a in args]
+    t = exprs[0].dtype
+    for e in exprs[1:]:
+        t = promote(t, e.dtype)
+    if not _dtype(t).is_float and name != "abs":
+        t = "float32"
+    return Call(name, tuple(cast(e, t) for e in exprs), t)
+
+
+def exp(x: ExprLike) -> Expr:
+    """Elementwise e**x."""
+    return _math("exp", x)
+
+
+def log(x: ExprLike) -> Expr:
+    """Natural logarithm."""
+    return _math("log", x)
+
+
+def sqrt(x: ExprLike) -> Expr:
+    """Square root."""
+    return _math("sqrt", x)
+
+
+def tanh(x: ExprLike) -> Expr:
+    """Hyperbolic tangent."""
+    return _math("tanh", x)
+
+
+def sigmoid(x: ExprLike) -> Expr:
+    """Logistic function 1 / (1 + e**-x)."""
+    return _math("sigmoid", x)
+
+
+def erf(x: ExprLike) -> Expr:
+    """Gauss error function."""
+    return _math("erf", x)
+
+
+def floor(x: ExprLike) -> Expr:
+    """Round down (floats)."""
+    return _math("floor", x)
+
+
+def ceil(x: ExprLike) -> Expr:
+    """Round up (floats)."""
+    return _math("ceil", x)
+
+
+def abs(x: ExprLike) -> Expr:  # noqa: A001 - te's name
+    """Absolute value."""
+    return _math("abs", x)
+
+
+def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001 - te's name
+    """``x`` to the power ``y``."""
+    return _math("pow", x, y)
+
+
+def _reduce(combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None) -> Reduce:
+    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
+    if not axes:
+        raise ValueError(f"{combiner}: give at least one reduce_axis")
+    for a in axes:
+        if not isinstance(a, IterVar) or a.kind != "reduce":
+            raise TypeError(f"{combiner}: axis must be created with reduce_axis, got {a!r}")
+    return Reduce(combiner, as_expr(source), axes, None if where is None else as_expr(where))
+
+
+def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Reduce:  # noqa: A001
+    """Sum of ``expr`` over the reduce axes ``axis``."""
+    return _reduce("sum", expr, axis, where)
+
+
+def max(a: ExprLike, axis: Any = None, where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """``max(expr, axis=k)`` reduces over ``k``; ``max(a, b)`` is elementwise."""
+    if isinstance(axis, IterVar) and axis.kind == "reduce" or isinstance(axis, (list, tuple)):
+        return _reduce("max", a, axis, where)
+    return binary("max", a, axis)
+
+
+def min(a: ExprLike, axis: Any = None, where: ExprLike | None = None) -> Expr:  # noqa: A001
+    """``min(expr, axis=k)`` reduces over ``k``; ``min(a, b)`` is elementwise."""
+    if isinstance(axis, IterVar) and axis.kind == "reduce" or isinstance(axis, (list, tuple)):
+        return _reduce("min", a, axis, where)
+    return binary("min", a, axis)
+
+
+def reduce_axis(dom: int | tuple[int, int], name: str = "k") -> IterVar:
+    """A reduction axis over ``range(dom)`` or over ``[begin, end)`` when ``dom`` is a pair."""
+    begin, end = (0, dom) if isinstance(dom, int) else (int(dom[0]), int(dom[1]))
+    if end <= begin:
+        raise ValueError(f"reduce_axis {name!r}: empty range [{begin}, {end})")
+    return IterVar(Var(name), end - begin, "reduce", begin)
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"tensor names must be non-empty strings, got {name!r}")
+    return name
+
+
+def _check_shape(shape: Iterable[int], name: str) -> tuple[int, ...]:
+    shp = tuple(shape) if not isinstance(shape, int) else (shape,)
+    for s in shp:
+        if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
+            raise ValueError(f"tensor {name!r}: shape entries must be positive ints, got {shp}")
+    return shp
+
+
+def placeholder(shape: Iterable[int] | int, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor."""
+    name = _check_name(name)
+    return Tensor(PlaceholderOp(name, _check_shape(shape, name), _dtype(dtype).name))
+
+
+def compute(
+    shape: Iterable[int] | int,
+    fcompute: Callable[..., ExprLike],
+    name: str = "compute",
+    tag: str = "",
+    attrs: dict[str, Any] | None = None,
+) -> Tensor:
+    """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
+
+    The index variables take the names of the lambda's parameters. A reduction (``sum``, ``max``,
+    ``min`` over reduce axes) may only be the whole body.
+    """
+    name = _check_name(name)
+    shp = _check_shape(shape, name)
+    params = list(inspect.signature(fcompute).parameters.values())
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        names = [f"i{n}" for n in range(len(shp))]
+    else:
+        names = [p.name for p in params]
+    if len(names) != len(shp):
+        raise ValueError(f"compute {name!r}: shape has {len(shp)} dims but fcompute takes {len(names)} indices")
+    axis = tuple(IterVar(Var(n), s, "data") for n, s in zip(names, shp))
+    body = as_expr(fcompute(*(iv.var for iv in axis)))
+    for node in walk(body):
+        if isinstance(node, Reduce) and node is not body:
+            raise ValueError(f"compute {name!r}: a reduction must be the whole body; put it in its own stage")
+    reduce_names = [iv.name for iv in body.axis] if isinstance(body, Reduce) else []
+    all_names = names + reduce_names
+    if len(set(all_names)) != len(all_names):
+        raise ValueError(f"compute {name!r}: axis names must be distinct, got {all_names}")
+    free = {v.name for v in walk(body) if isinstance(v, Var)} - set(all_names)
+    if free:
+        raise ValueError(f"compute {name!r}: body uses variables not bound by it: {sorted(free)}")
+    return Tensor(ComputeOp(name, axis, body, tag, dict(attrs or {})))
+
+
+# ---------------------------------------------------------------------------- traversal
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """Direct sub-expressions of a node."""
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        return (e.a, e.b)
+    if isinstance(e, Not):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.true_value, e.false_value)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.source, *(iv.var for iv in e.axis)) + ((e.where,) if e.where is not None else ())
+    return ()
+
+
+def walk(e: Expr) -> Iterable[Expr]:
+    """Every node of ``e``, parents before children."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
+def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild ``e`` bottom-up where ``fn`` returns a replacement (``None`` keeps the node)."""
+    out = fn(e)
+    if out is not None:
+        return out
+    if isinstance(e, BinOp):
+        return BinOp(e.op, rewrite(e.a, fn), rewrite(e.b, fn), e.type)
+    if isinstance(e, Cmp):
+        return Cmp(e.op, rewrite(e.a, fn), rewrite(e.b, fn))
+    if isinstance(e, Logic):
+        return Logic(e.op, rewrite(e.a, fn), rewrite(e.b, fn))
+    if isinstance(e, Not):
+        return Not(rewrite(e.a, fn))
+    if isinstance(e, Select):
+        return Select(rewrite(e.cond, fn), rewrite(e.true_value, fn), rewrite(e.false_value, fn))
+    if isinstance(e, Cast):
+        return Cast(e.type, rewrite(e.value, fn))
+    if isinstance(e, Call):
+        return Call(e.name, tuple(rewrite(a, fn) for a in e.args), e.type)
+    if isinstance(e, Load):
+        return Load(e.tensor, tuple(rewrite(i, fn) for i in e.indices))
+    if isinstance(e, Reduce):
+        where = None if e.where is None else rewrite(e.where, fn)
+        return Reduce(e.combiner, rewrite(e.source, fn), e.axis, where)
+    return e
+
+
+def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
+    """Replace variables by expressions."""
+    if not mapping:
+        return e
+    return rewrite(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+
+
+# ---------------------------------------------------------------------------- printing, DAG keys
+
+_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
+        "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+
+
+def to_str(e: Expr) -> str:
+    """A readable, deterministic rendering of an expression."""
+    if isinstance(e, Const):
+        return repr(e.value) if e.type in ("int32", "float32", "bool") else f"{e.type}({e.value!r})"
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, BinOp) and e.op in ("min", "max"):
+        return f"{e.op}({to_str(e.a)}, {to_str(e.b)})"
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        return f"({to_str(e.a)} {_SYM[e.op]} {to_str(e.b)})"
+    if isinstance(e, Not):
+        return f"!{to_str(e.a)}"
+    if isinstance(e, Select):
+        return f"select({to_str(e.cond)}, {to_str(e.true_value)}, {to_str(e.false_value)})"
+    if isinstance(e, Cast):
+        return f"{e.type}({to_str(e.value)})"
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(to_str(a) for a in e.args)})"
+    if isinstance(e, Load):
+        return f"{e.tensor.name}[{', '.join(to_str(i) for i in e.indices)}]"
+    if isinstance(e, Reduce):
+        axes = ", ".join(f"{iv.name}:[{iv.begin},{iv.begin + iv.extent})" for iv in e.axis)
+        where = "" if e.where is None else f", where={to_str(e.where)}"
+        return f"{e.combiner}({to_str(e.source)}, axis=[{axes}]{where})"
+    raise TypeError(f"not an expression: {e!r}")
+
+
+def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list[Tensor]:
+    """Accept tensors or operations (one or a list), as te's functions do."""
+    seq = items if isinstance(items, (list, tuple)) else [items]
+    out = []
+    for t in seq:
+        if isinstance(t, Tensor):
+            out.append(t)
+        elif isinstance(t, (PlaceholderOp, ComputeOp)):
+            out.append(t.output(0))
+        else:
+            raise TypeError(f"expected a Tensor or an operation, got {type(t).__name__}")
+    return out
+
+
+def topo_order(outputs: Sequence[Tensor]) -> list[Operation]:
+    """All operations the outputs depend on, producers before consumers; names must be unique."""
+    order: list[Operation] = []
+    seen: dict[str, Operation] = {}
+    visiting: set[str] = set()
+
+    def visit(op: Operation) -> None:
+        if op.name in seen:
+            if seen[op.name] is not op:
+                raise ValueError(f"two different tensors are both named {op.name!r}; names must be unique")
+            return
+        if op.name in visiting:
+            raise ValueError(f"cycle through tensor {op.name!r}")
+        visiting.add(op.name)
+        for t in op.input_tensors:
+            visit(t.op)
+        visiting.discard(op.name)
+        seen[op.name] = op
+        order.append(op)
+
+    for t in outputs:
+        visit(t.op)
+    return order
+
+
+def op_to_str(op: Operation) -> str:
+    """One line that defines an operation."""
+    if isinstance(op, PlaceholderOp):
+        return f"{op.name} = placeholder({list(op.shape)}, {op.dtype})"
+    axes = ", ".join(f"{iv.name}:{iv.extent}" for iv in op.axis)
+    return f"{op.name}[{axes}] = {to_str(op.body)}" + (f"  # tag={op.tag}" if op.tag else "")
+
+
+def dag_key(outputs: Sequence[Tensor]) -> str:
+    """A structural hash of the DAG behind ``outputs``: stable across runs and processes."""
+    text = "\n".join(op_to_str(op) for op in topo_order(outputs))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
