@@ -635,7 +635,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return e.indices
     if isinstance(e, Reduce):
         return (e.source, *(iv.var for iv in e.axis)) + ((e.where,) if e.where is not None else ())
-    return ()
+    return e.children() if hasattr(e, "children") else ()
 
 
 def walk(e: Expr) -> Iterable[Expr]:
@@ -671,6 +671,8 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     if isinstance(e, Reduce):
         where = None if e.where is None else rewrite(e.where, fn)
         return Reduce(e.combiner, rewrite(e.source, fn), e.axis, where)
+    if hasattr(e, "map_children"):  # nodes of later layers (lowered buffer loads)
+        return e.map_children(lambda c: rewrite(c, fn))
     return e
 
 
@@ -711,6 +713,8 @@ def to_str(e: Expr) -> str:
         axes = ", ".join(f"{iv.name}:[{iv.begin},{iv.begin + iv.extent})" for iv in e.axis)
         where = "" if e.where is None else f", where={to_str(e.where)}"
         return f"{e.combiner}({to_str(e.source)}, axis=[{axes}]{where})"
+    if hasattr(e, "render"):
+        return str(e.render(to_str))
     raise TypeError(f"not an expression: {e!r}")
 
 

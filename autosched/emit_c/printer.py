@@ -1,0 +1,218 @@
+"""The C-style printer: IR -> source text. CUDA and OpenCL printers subclass it and change the
+attribute table (qualifiers, pragmas, barriers, math names); the walk over the IR is shared."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from ..dtypes import dtype as dtype_info
+from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
+from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from .names import Namer
+
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+         "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+
+
+class CPrinter:
+    """Prints a :class:`PrimFunc` as C. Subclasses override the class attributes."""
+
+    restrict: ClassVar[str] = "restrict"
+    func_qualifier: ClassVar[str] = ""
+    arg_qualifier: ClassVar[str] = ""
+    local_qualifier: ClassVar[str] = ""
+    shared_qualifier: ClassVar[str] = ""
+    barrier: ClassVar[str] = ""
+    align_attr: ClassVar[str] = " __attribute__((aligned(64)))"
+    unroll_pragma: ClassVar[str] = "#pragma GCC unroll {n}"
+    simd_pragma: ClassVar[str] = "#pragma omp simd"
+    parallel_pragma: ClassVar[str] = "#pragma omp parallel for num_threads({n})"
+    float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
+    math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
+
+    def __init__(self, num_threads: int = 1, vector_bytes: int = 32, portable: bool = False) -> None:
+        self.num_threads = num_threads
+        self.vector_bytes = vector_bytes
+        self.portable = portable
+        self.names = Namer()
+        self.lines: list[str] = []
+        self.helpers: dict[str, str] = {}  # name -> definition, printed before the function
+
+    # -- names and types
+    def ctype(self, dtype: str) -> str:
+        return dtype_info(dtype).c_name
+
+    def var(self, v: Var) -> str:
+        return self.names(v, v.name)
+
+    def buf(self, b: Buffer) -> str:
+        return self.names(("buf", b.name), b.name)
+
+    # -- expressions
+    def const(self, c: Const) -> str:
+        d = dtype_info(c.type)
+        if not d.is_float:
+            return str(int(c.value))
+        v = float(c.value)
+        suffix = self.float_suffix.get(c.type, "")
+        if math.isnan(v):
+            return f"(({self.ctype(c.type)})NAN)"
+        if math.isinf(v):
+            return f"(({self.ctype(c.type)}){'-' if v < 0 else ''}INFINITY)"
+        text = repr(v)
+        return f"{text}{suffix}" if c.type != "float16" else f"(({self.ctype(c.type)}){text}f)"
+
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Var):
+            return self.var(e)
+        if isinstance(e, BufLoad):
+            return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
+        if isinstance(e, BinOp):
+            return self.binop(e)
+        if isinstance(e, (Cmp, Logic)):
+            return f"({self.expr(e.a)} {INFIX[e.op]} {self.expr(e.b)})"
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        if isinstance(e, Cast):
+            return f"(({self.ctype(e.type)}){self.expr(e.value)})"
+        if isinstance(e, Call):
+            return self.call(e)
+        raise TypeError(f"the C printer cannot print {type(e).__name__}: {e}")
+
+    def binop(self, e: BinOp) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in INFIX:
+            return f"({a} {INFIX[e.op]} {b})"
+        if e.op in ("floordiv", "floormod"):
+            if nonneg(e.a) and nonneg(e.b):
+                return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
+            return f"{self.helper_floor(e.op, e.type)}({a}, {b})"
+        return f"{self.helper_minmax(e.op, e.type)}({a}, {b})"
+
+    def helper_floor(self, op: str, dtype: str) -> str:
+        t = self.ctype(dtype)
+        name = f"asc_{op}_{dtype}"
+        if op == "floordiv":
+            body = "return (a / b) - ((a % b != 0) && ((a < 0) != (b < 0)));"
+        else:
+            body = "return ((a % b) + b) % b;"
+        self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
+        return name
+
+    def helper_minmax(self, op: str, dtype: str) -> str:
+        t = self.ctype(dtype)
+        name = f"asc_{op}_{dtype}"
+        cmp = "<" if op == "min" else ">"
+        self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}"
+        return name
+
+    def call(self, e: Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        sfx = self.math_suffix.get(e.type, "")
+        if e.name == "sigmoid":
+            one = self.const(Const(1.0, e.type))
+            return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
+        if e.name == "abs":
+            return f"fabs{sfx}({args[0]})" if dtype_info(e.type).is_float else f"abs({args[0]})"
+        return f"{e.name}{sfx}({', '.join(args)})"
+
+    # -- statements
+    def emit(self, line: str, indent: int) -> None:
+        self.lines.append("  " * indent + line)
+
+    def stmt(self, s: Stmt, indent: int) -> None:
+        if isinstance(s, Store):
+            self.emit(f"{self.buf(s.buffer)}[{self.expr(s.index)}] = {self.expr(s.value)};", indent)
+        elif isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x, indent)
+        elif isinstance(s, For):
+            self.loop(s, indent)
+        elif isinstance(s, IfThenElse):
+            self.emit(f"if ({self.expr(s.cond)}) {{", indent)
+            self.stmt(s.then, indent + 1)
+            if s.otherwise is not None:
+                self.emit("} else {", indent)
+                self.stmt(s.otherwise, indent + 1)
+            self.emit("}", indent)
+        elif isinstance(s, Allocate):
+            self.allocate(s.buffer, indent)
+        elif isinstance(s, Barrier):
+            self.emit(self.barrier, indent)
+        else:
+            raise TypeError(f"the C printer cannot print {type(s).__name__}")
+
+    def allocate(self, b: Buffer, indent: int) -> None:
+        if b.scope == "global":
+            raise ValueError(f"heap buffer {b.name} must be allocated at function level")
+        qual = self.shared_qualifier if b.scope == "shared" else self.local_qualifier
+        align = "" if self.portable else self.align_attr
+        self.emit(f"{qual}{self.ctype(b.dtype)} {self.buf(b)}[{b.size}]{align};", indent)
+
+    def loop(self, s: For, indent: int) -> None:
+        if s.kind == "vectorized" and not self.portable:
+            from .vector import emit_vector_loop
+
+            if emit_vector_loop(self, s, indent):
+                return
+            self.emit(self.simd_pragma, indent)
+        elif s.kind == "parallel" and not self.portable:
+            self.emit(self.parallel_pragma.format(n=self.num_threads), indent)
+        elif s.kind == "unrolled" and not self.portable:
+            self.emit(self.unroll_pragma.format(n=s.extent), indent)
+        v = self.var(s.var)
+        self.emit(f"for (int {v} = {s.begin}; {v} < {s.begin + s.extent}; ++{v}) {{", indent)
+        self.stmt(s.body, indent + 1)
+        self.emit("}", indent)
+
+    # -- whole function
+    def signature(self, func: PrimFunc, name: str) -> str:
+        params = ", ".join(f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
+                           for b in func.args)
+        return f"{self.func_qualifier}int {name}({params})"
+
+    def function(self, func: PrimFunc) -> tuple[str, str]:
+        """(function name, function text)."""
+        name = self.names(("func", func.name), func.name)
+        for b in func.args:
+            self.buf(b)
+        body, heap = split_heap(func.body)
+        self.lines = [self.signature(func, name) + " {"]
+        for b in heap:
+            size = f"sizeof({self.ctype(b.dtype)}) * {b.size}"
+            alloc = f"malloc({size})" if self.portable else f"asc_alloc({size})"
+            self.emit(f"{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)} = ({self.ctype(b.dtype)}*){alloc};", 1)
+        if heap:
+            failed = " || ".join(f"!{self.buf(b)}" for b in heap)
+            frees = " ".join(f"free({self.buf(b)});" for b in heap)
+            self.emit(f"if ({failed}) {{ {frees} return -1; }}", 1)
+        self.stmt(body, 1)
+        for b in heap:
+            self.emit(f"free({self.buf(b)});", 1)
+        self.emit("return 0;", 1)
+        self.emit("}", 0)
+        return name, "\n".join(self.lines)
+
+
+def split_heap(body: Stmt) -> tuple[Stmt, list[Buffer]]:
+    """Take the function-level heap allocations out of the body."""
+    stmts = body.stmts if isinstance(body, Seq) else (body,)
+    heap = [s.buffer for s in stmts if isinstance(s, Allocate) and s.buffer.scope == "global"]
+    rest = tuple(s for s in stmts if not (isinstance(s, Allocate) and s.buffer.scope == "global"))
+    return Seq(rest), heap
+
+
+def nonneg(e: Expr) -> bool:
+    """Whether an index expression is non-negative by construction (loop variables are)."""
+    if isinstance(e, Const):
+        return e.value >= 0
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, BinOp) and e.op in ("add", "mul", "floordiv", "floormod", "min", "max"):
+        return nonneg(e.a) and nonneg(e.b)
+    return False

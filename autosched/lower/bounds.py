@@ -1,0 +1,59 @@
+"""Bound inference: the region of a producer that one iteration of a consumer's loop reads."""
+
+from __future__ import annotations
+
+from ..expr import Expr, Load, Operation, Var, walk
+from .simplify import Linear, Ranges, linear, rebuild
+
+
+def _split_free(lin: Linear, free: dict[Var, int]) -> tuple[Linear, int, int] | None:
+    """(fixed part, min offset, extent) of an index over the free loops, or None if not affine."""
+    terms, k = lin
+    fixed: dict[Expr, int] = {}
+    low, span = 0, 0
+    for t, c in terms.items():
+        if isinstance(t, Var) and t in free:
+            reach = c * (free[t] - 1)
+            low += min(0, reach)
+            span += abs(reach)
+        elif any(isinstance(v, Var) and v in free for v in walk(t)):
+            return None
+        else:
+            fixed[t] = c
+    return (fixed, 0), k + low, span + 1
+
+
+def infer_region(producer: Operation, consumer_body: Expr, free: dict[Var, int],
+                 ranges: Ranges) -> tuple[list[Expr], list[int]]:
+    """Per dimension of ``producer``: (base expression, extent) covering every read in the body.
+
+    ``free`` maps the loop variables that vary inside the attach point to their extents; all other
+    variables are fixed there. A dimension whose reads are not affine in the free loops, or whose
+    reads have different fixed parts, is taken whole.
+    """
+    shape = producer.shape
+    per_dim: list[list[tuple[Linear, int, int] | None]] = [[] for _ in shape]
+    for node in walk(consumer_body):
+        if isinstance(node, Load) and node.tensor.name == producer.name:
+            for d, idx in enumerate(node.indices):
+                per_dim[d].append(_split_free(linear(idx, ranges), free))
+    bases: list[Expr] = []
+    extents: list[int] = []
+    for d, reads in enumerate(per_dim):
+        whole = not reads or any(r is None for r in reads)
+        if not whole:
+            fixed0 = reads[0][0]  # type: ignore[index]
+            whole = any(r[0] != fixed0 for r in reads)  # type: ignore[index]
+        if whole:
+            bases.append(rebuild({}, 0))
+            extents.append(shape[d])
+            continue
+        lo = min(r[1] for r in reads)  # type: ignore[index]
+        hi = max(r[1] + r[2] for r in reads)  # type: ignore[index]
+        if hi - lo >= shape[d]:
+            bases.append(rebuild({}, 0))
+            extents.append(shape[d])
+            continue
+        bases.append(rebuild(fixed0[0], lo))
+        extents.append(hi - lo)
+    return bases, extents

@@ -1,0 +1,160 @@
+"""The loop-nest IR that lowering produces and every emitter prints.
+
+Statements are frozen dataclasses. Buffers are flat: a ``Store``/``BufLoad`` carries one linear
+index. The IR already carries what GPU dialects need: thread-bound loops, memory scopes and
+barriers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..expr import Expr, Var, to_str
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A flat array: an argument (global), a heap temporary (global), or a local/shared tile."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    scope: str = "global"
+    is_arg: bool = False
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class BufLoad(Expr):
+    """Read ``buffer[index]``."""
+
+    buffer: Buffer
+    index: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index,)
+
+    def map_children(self, fn: Callable[[Expr], Expr]) -> BufLoad:
+        return BufLoad(self.buffer, fn(self.index))
+
+    def render(self, fmt: Callable[[Expr], str]) -> str:
+        return f"{self.buffer.name}[{fmt(self.index)}]"
+
+
+class Stmt:
+    """Base of statements."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return "\n".join(format_stmt(self))
+
+
+@dataclass(frozen=True, slots=True)
+class Store(Stmt):
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class For(Stmt):
+    """``for var in [begin, begin + extent)``; kind is one of :data:`LOOP_KINDS`."""
+
+    var: Var
+    begin: int
+    extent: int
+    kind: str
+    body: Stmt
+    thread: str | None = None
+    auto_unroll: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IfThenElse(Stmt):
+    cond: Expr
+    then: Stmt
+    otherwise: Stmt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocate(Stmt):
+    """Declare ``buffer`` for the rest of the enclosing block (global scope = heap)."""
+
+    buffer: Buffer
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier(Stmt):
+    """Synchronize the threads of a block (GPU) on memory of ``scope``."""
+
+    scope: str = "shared"
+
+
+@dataclass(frozen=True, slots=True)
+class PrimFunc:
+    """A lowered kernel: its arguments in call order and its body."""
+
+    name: str
+    args: tuple[Buffer, ...]
+    body: Stmt
+
+    def __str__(self) -> str:
+        sig = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.args)
+        return "\n".join([f"func {self.name}({sig}) {{", *("  " + ln for ln in format_stmt(self.body)), "}"])
+
+
+def seq(stmts: Iterable[Stmt]) -> Stmt:
+    """A flat sequence; one statement stands alone."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+EMPTY = Seq(())
+
+
+def format_stmt(s: Stmt) -> list[str]:
+    """Readable lines of a statement (for debugging and ``print(asc.lower(...))``)."""
+    if isinstance(s, Store):
+        return [f"{s.buffer.name}[{to_str(s.index)}] = {to_str(s.value)}"]
+    if isinstance(s, For):
+        extra = f" {s.thread}" if s.thread else ""
+        extra += f" auto_unroll={s.auto_unroll}" if s.auto_unroll is not None else ""
+        head = f"for {s.var.name} in [{s.begin}, {s.begin + s.extent}) {s.kind}{extra}:"
+        return [head, *("  " + ln for ln in format_stmt(s.body))]
+    if isinstance(s, IfThenElse):
+        out = [f"if {to_str(s.cond)}:", *("  " + ln for ln in format_stmt(s.then))]
+        if s.otherwise is not None:
+            out += ["else:", *("  " + ln for ln in format_stmt(s.otherwise))]
+        return out
+    if isinstance(s, Seq):
+        return [ln for x in s.stmts for ln in format_stmt(x)]
+    if isinstance(s, Allocate):
+        b = s.buffer
+        return [f"allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}"]
+    if isinstance(s, Barrier):
+        return [f"barrier({s.scope})"]
+    raise TypeError(f"not a statement: {s!r}")

@@ -1,0 +1,223 @@
+"""Schedule -> loop-nest IR: inlining, bound inference for compute_at, loop nests, guards."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..expr import (
+    BinOp,
+    ComputeOp,
+    Const,
+    Expr,
+    Load,
+    Reduce,
+    Tensor,
+    Var,
+    compare,
+    rewrite,
+    substitute,
+    walk,
+)
+from ..schedule import Schedule, ScheduleError, Stage
+from ..transform import identity_value
+from .bounds import infer_region
+from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from .loops import Leaf, LoopNest, build_loop_nest
+from .simplify import FALSE, TRUE, Ranges, conjoin, simplify
+
+COMBINE = {"sum": "add", "max": "max", "min": "min"}
+
+
+class Lowerer:
+    """Lowers one schedule with its argument list into a :class:`PrimFunc`."""
+
+    def __init__(self, sched: Schedule, args: Sequence[Tensor], name: str = "default_function") -> None:
+        self.s = sched
+        self.name = name
+        self.ranges: Ranges = {}
+        self.buffers: dict[str, Buffer] = {}
+        self.bases: dict[str, list[Expr]] = {}
+        self._bodies: dict[str, Expr] = {}
+        names = [t.name for t in args]
+        if len(set(names)) != len(names):
+            raise ValueError(f"argument names repeat: {names}")
+        for t in args:
+            if t.name not in sched.stages:
+                raise ValueError(f"argument {t.name!r} is not a tensor of this schedule")
+            stage = sched.stages[t.name]
+            if stage.attach != ("root",):
+                raise ScheduleError(f"argument {t.name} is {stage.attach[0]}-scheduled; arguments must be root stages")
+            self.buffers[t.name] = Buffer(t.name, tuple(t.shape), t.dtype, "global", is_arg=True)
+            self.bases[t.name] = [Const(0)] * len(t.shape)
+        self.args = tuple(self.buffers[n] for n in names)
+        for out in sched.outputs:
+            if out not in self.buffers:
+                raise ValueError(f"output {out!r} must be among the arguments")
+
+    def run(self) -> PrimFunc:
+        body: list[Stmt] = []
+        for stage in self.s.stages.values():
+            if stage.is_placeholder:
+                if stage.name not in self.buffers and self.s.readers(stage.name):
+                    raise ValueError(f"input {stage.name!r} is read but not among the arguments")
+                continue
+            if stage.attach != ("root",):
+                continue
+            if stage.name not in self.buffers:
+                if not self._read_anywhere(stage.name):
+                    continue
+                buf = Buffer(stage.name, stage.op.shape, stage.op.dtype, "global")
+                self.buffers[stage.name] = buf
+                self.bases[stage.name] = [Const(0)] * len(buf.shape)
+                body.append(Allocate(buf))
+            body.append(self.lower_stage(stage, self.bases[stage.name], list(stage.op.shape)))
+        return PrimFunc(self.name, self.args, seq(body))
+
+    def _read_anywhere(self, name: str) -> bool:
+        return any(r.attach != ("inline",) or self._read_anywhere(r.name) for r in self.s.readers(name))
+
+    # -- expressions
+    def body_of(self, stage: Stage) -> Expr:
+        """The stage's expression with every inlined producer substituted."""
+        cached = self._bodies.get(stage.name)
+        if cached is not None:
+            return cached
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+
+        def inline(e: Expr) -> Expr | None:
+            if isinstance(e, Load):
+                prod = self.s.stages[e.tensor.name]
+                if prod.attach == ("inline",):
+                    pop = prod.op
+                    assert isinstance(pop, ComputeOp)
+                    idx = [rewrite(i, inline) for i in e.indices]
+                    return substitute(self.body_of(prod), {iv.var: i for iv, i in zip(pop.axis, idx)})
+            return None
+
+        body = rewrite(op.body, inline)
+        self._bodies[stage.name] = body
+        return body
+
+    def to_buffers(self, e: Expr) -> Expr:
+        """Replace tensor loads by flat buffer loads relative to each buffer's region."""
+
+        def fn(n: Expr) -> Expr | None:
+            if isinstance(n, Load):
+                name = n.tensor.name
+                if name not in self.buffers:
+                    raise ScheduleError(f"{name} is read before it is computed (check compute_at targets)")
+                buf = self.buffers[name]
+                idx = [rewrite(i, fn) for i in n.indices]
+                local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name])]
+                return BufLoad(buf, self.flatten(local, buf.shape))
+            return None
+
+        return rewrite(e, fn)
+
+    def flatten(self, idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
+        flat: Expr = Const(0)
+        stride = 1
+        for i, n in zip(reversed(idx), reversed(shape)):
+            flat = BinOp("add", flat, i if stride == 1 else BinOp("mul", i, Const(stride), "int32"), "int32")
+            stride *= n
+        return simplify(flat, self.ranges)
+
+    # -- stages
+    def lower_stage(self, stage: Stage, bases: list[Expr], region: list[int]) -> Stmt:
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        body = self.body_of(stage)
+        root_ext = {iv.name: region[d] for d, iv in enumerate(op.axis)}
+        root_ext |= {iv.name: iv.extent for iv in op.reduce_axis}
+        nest = build_loop_nest(stage, root_ext, stage.name)
+        for leaf in nest.leaves:
+            self.ranges[leaf.var] = (0, leaf.extent - 1)
+        sub: dict[Var, Expr] = {}
+        preds = list(nest.predicates)
+        for d, iv in enumerate(op.axis):
+            full = BinOp("add", bases[d], nest.values[iv.name], "int32")
+            sub[iv.var] = simplify(full, self.ranges)
+            if region[d] != op.shape[d] or bases[d] != Const(0):
+                preds += [compare("lt", full, op.shape[d]), compare("ge", full, 0)]
+        for iv in op.reduce_axis:
+            sub[iv.var] = simplify(nest.values[iv.name] + iv.begin, self.ranges) if iv.begin else nest.values[iv.name]
+        body = substitute(body, sub)
+        extras: dict[int, list[Stmt]] = {}
+        for p, leaf in enumerate(nest.leaves):
+            for child in self.s.stages.values():
+                if child.attach == ("at", stage.name, leaf.name):
+                    extras.setdefault(p, []).extend(self.lower_child(child, body, nest, p))
+        own = self.buffers[stage.name]
+        index = self.flatten([nest.values[iv.name] for iv in op.axis], own.shape)
+        if isinstance(body, Reduce):
+            return self.lower_reduction(stage, body, nest, own, index, preds, extras)
+        store = Store(own, index, self.to_buffers(body))
+        return self.build(nest.leaves, store, extras, self.place(preds, nest.leaves))
+
+    def lower_child(self, child: Stage, consumer_body: Expr, nest: LoopNest, pos: int) -> list[Stmt]:
+        free = {lf.var: lf.extent for lf in nest.leaves[pos + 1 :]}
+        cbases, cext = infer_region(child.op, consumer_body, free, self.ranges)
+        scope = child.scope if child.scope != "global" else "local"
+        buf = Buffer(child.name, tuple(cext), child.op.dtype, scope)
+        self.buffers[child.name] = buf
+        self.bases[child.name] = cbases
+        return [Allocate(buf), self.lower_stage(child, cbases, cext)]
+
+    def lower_reduction(self, stage: Stage, body: Reduce, nest: LoopNest, own: Buffer, index: Expr,
+                        preds: list[Expr], extras: dict[int, list[Stmt]]) -> Stmt:
+        leaves = nest.leaves
+        r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
+        acc = BufLoad(own, index)
+        update_value = BinOp(COMBINE[body.combiner], acc, self.to_buffers(body.source), own.dtype)
+        conds = preds + ([self.to_buffers(body.where)] if body.where is not None else [])
+        update = Store(own, index, update_value)
+        placed = self.place(conds, leaves)
+        # init nest: the data-parallel loops inside the first reduction loop, on fresh variables
+        inner = [lf for lf in leaves[r0 + 1 :] if lf.axis_kind == "data"]
+        rename = {lf.var: Var(lf.var.name + ".init") for lf in inner}
+        init_leaves = [Leaf(lf.name, rename[lf.var], lf.extent, "data", lf.loop_kind, lf.thread, lf.auto_unroll)
+                       for lf in inner]
+        for lf in init_leaves:
+            self.ranges[lf.var] = (0, lf.extent - 1)
+        init_preds = []
+        for level, cs in placed.items():
+            if level > r0:
+                for c in cs:
+                    if all(not isinstance(v, Var) or v in rename or self._outer_var(v, leaves, r0) for v in walk(c)):
+                        init_preds.append(substitute(c, dict(rename)))
+        init_store = Store(own, simplify(substitute(index, dict(rename)), self.ranges),
+                           identity_value(body.combiner, own.dtype))
+        init = self.build(init_leaves, init_store, {}, self.place(init_preds, init_leaves))
+        extras.setdefault(r0 - 1, []).append(init)
+        return self.build(leaves, update, extras, placed)
+
+    @staticmethod
+    def _outer_var(v: Var, leaves: Sequence[Leaf], r0: int) -> bool:
+        return any(lf.var == v for lf in leaves[:r0]) or all(lf.var != v for lf in leaves)
+
+    def place(self, preds: list[Expr], leaves: Sequence[Leaf]) -> dict[int, list[Expr]]:
+        """Group conditions by the innermost loop they depend on (-1: none), dropping proven ones."""
+        pos = {lf.var: p for p, lf in enumerate(leaves)}
+        out: dict[int, list[Expr]] = {}
+        for c in preds:
+            c = simplify(c, self.ranges)
+            if c == TRUE:
+                continue
+            level = max((pos[v] for v in walk(c) if isinstance(v, Var) and v in pos), default=-1)
+            out.setdefault(level, []).append(c)
+        return out
+
+    def build(self, leaves: Sequence[Leaf], bottom: Stmt, extras: dict[int, list[Stmt]],
+              preds: dict[int, list[Expr]]) -> Stmt:
+        stmt = bottom
+        for p in range(len(leaves) - 1, -2, -1):
+            body = seq([*extras.get(p, []), stmt])
+            if p in preds:
+                cond = conjoin(preds[p])
+                body = seq([]) if cond == FALSE else IfThenElse(cond, body)
+            if p < 0:
+                return body
+            lf = leaves[p]
+            stmt = For(lf.var, 0, lf.extent, lf.loop_kind, body, lf.thread, lf.auto_unroll)
+        return stmt

@@ -1,0 +1,194 @@
+"""IR passes after loop-nest construction: guard folding, loop partitioning, unrolling, checks."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..expr import Cmp, Const, Expr, substitute
+from ..schedule import ScheduleError
+from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, seq
+from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, linear, simplify
+
+MAX_UNROLL_COPIES = 512
+
+
+def map_stmt(s: Stmt, expr_fn: Callable[[Expr], Expr]) -> Stmt:
+    """Apply ``expr_fn`` to every expression of a statement tree."""
+    if isinstance(s, Store):
+        return Store(s.buffer, expr_fn(s.index), expr_fn(s.value))
+    if isinstance(s, For):
+        return For(s.var, s.begin, s.extent, s.kind, map_stmt(s.body, expr_fn), s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else map_stmt(s.otherwise, expr_fn)
+        return IfThenElse(expr_fn(s.cond), map_stmt(s.then, expr_fn), other)
+    if isinstance(s, Seq):
+        return seq(map_stmt(x, expr_fn) for x in s.stmts)
+    return s
+
+
+def fold(s: Stmt, ranges: Ranges) -> Stmt:
+    """Simplify every expression under the loop ranges; drop guards that are decided."""
+    if isinstance(s, Store):
+        return Store(s.buffer, simplify(s.index, ranges), simplify(s.value, ranges))
+    if isinstance(s, For):
+        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+        body = fold(s.body, ranges)
+        if body == EMPTY:
+            return EMPTY
+        return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        cond = conjoin([c for c in (simplify(c, ranges) for c in conjuncts(s.cond)) if c != TRUE])
+        if any(c == FALSE for c in conjuncts(cond)):
+            return EMPTY if s.otherwise is None else fold(s.otherwise, ranges)
+        then = fold(s.then, ranges)
+        if cond == TRUE:
+            return then
+        other = None if s.otherwise is None else fold(s.otherwise, ranges)
+        return IfThenElse(cond, then, other)
+    if isinstance(s, Seq):
+        return seq(x for x in (fold(x, ranges) for x in s.stmts) if x != EMPTY)
+    return s
+
+
+def loop_ranges(s: Stmt, out: Ranges) -> Ranges:
+    """Ranges of every loop variable inside ``s``."""
+    if isinstance(s, For):
+        out[s.var] = (s.begin, s.begin + s.extent - 1)
+        loop_ranges(s.body, out)
+    elif isinstance(s, IfThenElse):
+        loop_ranges(s.then, out)
+        if s.otherwise is not None:
+            loop_ranges(s.otherwise, out)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            loop_ranges(x, out)
+    return out
+
+
+def guards(s: Stmt) -> list[Expr]:
+    """Every guard condition part inside ``s``."""
+    if isinstance(s, IfThenElse):
+        out = conjuncts(s.cond) + guards(s.then)
+        return out + (guards(s.otherwise) if s.otherwise is not None else [])
+    if isinstance(s, For):
+        return guards(s.body)
+    if isinstance(s, Seq):
+        return [g for x in s.stmts for g in guards(x)]
+    return []
+
+
+def _main_end(loop: For, ranges: Ranges) -> int:
+    """The largest ``m`` such that every guard in ``loop`` that tightens with its variable holds
+    for ``var < m`` (guards of the form ``a*var + rest < 0`` with ``a > 0``)."""
+    inner = loop_ranges(loop.body, dict(ranges))
+    end = loop.begin + loop.extent
+    for g in guards(loop.body):
+        if not (isinstance(g, Cmp) and g.op == "lt" and g.b == Const(0)):
+            continue
+        terms, k = linear(g.a, inner)
+        a = terms.pop(loop.var, 0)
+        if a <= 0:
+            continue
+        _, rest_hi = bounds((terms, k), inner)
+        if rest_hi != float("inf"):
+            end = min(end, -(int(rest_hi) // a))  # var < ceil(-rest_hi / a)
+    return end
+
+
+def partition(s: Stmt, ranges: Ranges) -> Stmt:
+    """Split loops with tail guards into a guard-free main part and a guarded tail."""
+    if isinstance(s, For):
+        if s.kind in ("serial", "unrolled") and guards(s.body):
+            m = _main_end(s, ranges)
+            if s.begin < m < s.begin + s.extent:
+                main = For(s.var, s.begin, m - s.begin, s.kind, s.body, s.thread, s.auto_unroll)
+                tail = For(s.var, m, s.begin + s.extent - m, s.kind, s.body, s.thread, s.auto_unroll)
+                parts = [fold(main, dict(ranges)), fold(tail, dict(ranges))]
+                return seq(partition(p, ranges) for p in parts if p != EMPTY)
+        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+        return For(s.var, s.begin, s.extent, s.kind, partition(s.body, ranges), s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else partition(s.otherwise, ranges)
+        return IfThenElse(s.cond, partition(s.then, ranges), other)
+    if isinstance(s, Seq):
+        return seq(partition(x, ranges) for x in s.stmts)
+    return s
+
+
+def trip_count(s: Stmt) -> int:
+    """Iterations of the innermost statements of ``s`` (max over branches)."""
+    if isinstance(s, For):
+        return s.extent * trip_count(s.body)
+    if isinstance(s, IfThenElse):
+        return max(trip_count(s.then), trip_count(s.otherwise) if s.otherwise else 1)
+    if isinstance(s, Seq):
+        return max((trip_count(x) for x in s.stmts), default=1)
+    return 1
+
+
+def auto_unroll(s: Stmt, limit: int | None = None) -> Stmt:
+    """Mark serial loops under an ``auto_unroll_max_step`` pragma whose nest is small enough."""
+    if isinstance(s, For):
+        lim = s.auto_unroll if s.auto_unroll is not None else limit
+        kind = s.kind
+        if lim is not None and kind == "serial" and trip_count(s) <= lim:
+            kind = "unrolled"
+        return For(s.var, s.begin, s.extent, kind, auto_unroll(s.body, lim), s.thread, None)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else auto_unroll(s.otherwise, limit)
+        return IfThenElse(s.cond, auto_unroll(s.then, limit), other)
+    if isinstance(s, Seq):
+        return seq(auto_unroll(x, limit) for x in s.stmts)
+    return s
+
+
+def unroll(s: Stmt, ranges: Ranges) -> Stmt:
+    """Replace unrolled loops by copies of their body (up to a size limit; larger stay pragmas)."""
+    if isinstance(s, For):
+        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+        body = unroll(s.body, ranges)
+        if s.kind == "unrolled" and s.extent * stmt_size(body) <= MAX_UNROLL_COPIES:
+            copies = []
+            for i in range(s.begin, s.begin + s.extent):
+                ranges[s.var] = (i, i)
+                copies.append(fold(map_stmt(body, lambda e, v=s.var, c=i: substitute(e, {v: Const(c)})), ranges))
+            ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+            return seq(c for c in copies if c != EMPTY)
+        return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else unroll(s.otherwise, ranges)
+        return IfThenElse(s.cond, unroll(s.then, ranges), other)
+    if isinstance(s, Seq):
+        return seq(unroll(x, ranges) for x in s.stmts)
+    return s
+
+
+def stmt_size(s: Stmt) -> int:
+    """Number of leaf statements (a measure of code size)."""
+    if isinstance(s, For):
+        return stmt_size(s.body)
+    if isinstance(s, IfThenElse):
+        return 1 + stmt_size(s.then) + (stmt_size(s.otherwise) if s.otherwise else 0)
+    if isinstance(s, Seq):
+        return sum(stmt_size(x) for x in s.stmts)
+    return 1
+
+
+def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool = False) -> None:
+    """Reject nests the target cannot run: nested parallel loops, parallel inside vector loops,
+    thread-bound loops on a CPU target."""
+    if isinstance(s, For):
+        if s.kind == "parallel" and (in_parallel or in_vector):
+            raise ScheduleError(f"loop {s.var.name}: a parallel loop cannot be nested in a parallel or vector loop")
+        if s.kind == "thread" and not gpu:
+            raise ScheduleError(f"loop {s.var.name} is bound to {s.thread}; bind needs a GPU target")
+        check_loops(s.body, gpu, in_parallel or s.kind == "parallel", in_vector or s.kind == "vectorized")
+    elif isinstance(s, IfThenElse):
+        check_loops(s.then, gpu, in_parallel, in_vector)
+        if s.otherwise is not None:
+            check_loops(s.otherwise, gpu, in_parallel, in_vector)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            check_loops(x, gpu, in_parallel, in_vector)
+    elif not isinstance(s, (Store, Allocate, Barrier)):
+        raise TypeError(f"unknown statement {s!r}")

@@ -1,0 +1,227 @@
+"""Index simplification: affine canonical form, range-aware floordiv/floormod, condition proving.
+
+Integer expressions are brought to ``c0 + sum(coef * term)`` where a term is a variable or an
+opaque sub-expression (already simplified). Variable ranges (inclusive bounds of loop variables)
+let the simplifier drop ``x // c`` and ``x % c`` where ``x`` stays in ``[0, c)`` and decide
+comparisons that always (or never) hold.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..expr import BinOp, Cast, Cmp, Const, Expr, Logic, Not, Var, rewrite
+
+Ranges = dict[Var, tuple[int, int]]
+Linear = tuple[dict[Expr, int], int]
+INF = math.inf
+TRUE = Const(1, "bool")
+FALSE = Const(0, "bool")
+
+
+def is_int(e: Expr) -> bool:
+    return e.dtype in ("int32", "int64")
+
+
+def linear(e: Expr, ranges: Ranges) -> Linear:
+    """``e`` (an integer expression) as (terms -> coefficient, constant)."""
+    if isinstance(e, Const):
+        return {}, int(e.value)
+    if isinstance(e, Var):
+        return {e: 1}, 0
+    if isinstance(e, BinOp):
+        op = e.op
+        if op in ("add", "sub"):
+            ta, ka = linear(e.a, ranges)
+            tb, kb = linear(e.b, ranges)
+            sign = 1 if op == "add" else -1
+            out = dict(ta)
+            for t, c in tb.items():
+                v = out.get(t, 0) + sign * c
+                if v:
+                    out[t] = v
+                else:
+                    out.pop(t, None)
+            return out, ka + sign * kb
+        if op == "mul":
+            ta, ka = linear(e.a, ranges)
+            tb, kb = linear(e.b, ranges)
+            if not tb:
+                return _scale(ta, ka, kb)
+            if not ta:
+                return _scale(tb, kb, ka)
+            return {BinOp("mul", rebuild(ta, ka), rebuild(tb, kb), e.type): 1}, 0
+        if op in ("floordiv", "floormod"):
+            tb, kb = linear(e.b, ranges)
+            if not tb and kb > 0:
+                return _divmod(op, linear(e.a, ranges), kb, e.type, ranges)
+        if op in ("min", "max"):
+            a, b = simplify(e.a, ranges), simplify(e.b, ranges)
+            lo, hi = bounds(linear(binop_sub(a, b), ranges), ranges)
+            if (op == "min" and hi <= 0) or (op == "max" and lo >= 0):
+                return linear(a, ranges)
+            if (op == "min" and lo >= 0) or (op == "max" and hi <= 0):
+                return linear(b, ranges)
+            return {BinOp(op, a, b, e.type): 1}, 0
+    node = rewrite_children(e, ranges)
+    if isinstance(node, Const):
+        return {}, int(node.value)
+    return {node: 1}, 0
+
+
+def binop_sub(a: Expr, b: Expr) -> Expr:
+    return BinOp("sub", a, b, a.dtype)
+
+
+def _scale(terms: dict[Expr, int], k: int, c: int) -> Linear:
+    if c == 0:
+        return {}, 0
+    return {t: v * c for t, v in terms.items()}, k * c
+
+
+def _divmod(op: str, lin: Linear, c: int, dtype: str, ranges: Ranges) -> Linear:
+    terms, k = lin
+    if c == 1:
+        return (terms, k) if op == "floordiv" else ({}, 0)
+    q_terms = {t: v // c for t, v in terms.items() if v % c == 0}
+    r_terms = {t: v for t, v in terms.items() if v % c != 0}
+    q_k, r_k = divmod(k, c)
+    lo, hi = bounds((r_terms, r_k), ranges)
+    if lo >= 0 and hi < c:
+        return (q_terms, q_k) if op == "floordiv" else (r_terms, r_k)
+    if not terms:
+        return ({}, k // c) if op == "floordiv" else ({}, k % c)
+    if op == "floordiv" and lo >= 0 and q_terms:
+        # (c*q + r) // c == q + r // c when r >= 0
+        inner = BinOp("floordiv", rebuild(r_terms, r_k), Const(c, dtype), dtype)
+        out = dict(q_terms)
+        out[inner] = out.get(inner, 0) + 1
+        return out, q_k
+    if op == "floormod" and q_terms:
+        return {BinOp("floormod", rebuild(r_terms, r_k), Const(c, dtype), dtype): 1}, 0
+    return {BinOp(op, rebuild(terms, k), Const(c, dtype), dtype): 1}, 0
+
+
+def _term_key(t: Expr) -> tuple[int, str]:
+    return (0, t.name) if isinstance(t, Var) else (1, str(t))
+
+
+def rebuild(terms: dict[Expr, int], k: int, dtype: str = "int32") -> Expr:
+    """An expression for (terms, constant), terms in a deterministic order."""
+    out: Expr | None = None
+    for t in sorted(terms, key=_term_key):
+        c = terms[t]
+        mag = t if abs(c) == 1 else BinOp("mul", t, Const(abs(c), dtype), dtype)
+        if out is None:
+            out = mag if c > 0 else BinOp("sub", Const(0, dtype), mag, dtype)
+        else:
+            out = BinOp("add" if c > 0 else "sub", out, mag, dtype)
+    if out is None:
+        return Const(k, dtype)
+    if k > 0:
+        return BinOp("add", out, Const(k, dtype), dtype)
+    if k < 0:
+        return BinOp("sub", out, Const(-k, dtype), dtype)
+    return out
+
+
+def term_bounds(t: Expr, ranges: Ranges) -> tuple[float, float]:
+    """Inclusive bounds of one term (infinite where unknown)."""
+    if isinstance(t, Var):
+        return ranges.get(t, (-INF, INF))
+    if isinstance(t, BinOp) and isinstance(t.b, Const) and t.b.value > 0:
+        c = int(t.b.value)
+        lo, hi = bounds(linear(t.a, ranges), ranges)
+        if t.op == "floordiv":
+            return (lo // c if lo != -INF else -INF, hi // c if hi != INF else INF)
+        if t.op == "floormod":
+            return (lo, hi) if lo >= 0 and hi < c else (0, c - 1)
+    if isinstance(t, BinOp) and t.op in ("min", "max"):
+        a = bounds(linear(t.a, ranges), ranges)
+        b = bounds(linear(t.b, ranges), ranges)
+        f = min if t.op == "min" else max
+        return f(a[0], b[0]), f(a[1], b[1])
+    return -INF, INF
+
+
+def bounds(lin: Linear, ranges: Ranges) -> tuple[float, float]:
+    """Inclusive bounds of a linear form."""
+    terms, k = lin
+    lo = hi = float(k)
+    for t, c in terms.items():
+        tl, th = term_bounds(t, ranges)
+        if c > 0:
+            lo += c * tl if tl != -INF else -INF
+            hi += c * th if th != INF else INF
+        else:
+            lo += c * th if th != INF else -INF
+            hi += c * tl if tl != -INF else INF
+    return lo, hi
+
+
+def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
+    """Simplify any expression: integer parts canonicalized, decidable conditions folded."""
+    r = ranges if ranges is not None else {}
+    if isinstance(e, (Const, Var)):
+        return e
+    if is_int(e):
+        return rebuild(*linear(e, r), e.dtype)
+    if isinstance(e, Cmp) and is_int(e.a) and is_int(e.b):
+        return _compare(e, r)
+    if isinstance(e, Logic):
+        a, b = simplify(e.a, r), simplify(e.b, r)
+        if e.op == "and":
+            if a == FALSE or b == FALSE:
+                return FALSE
+            return b if a == TRUE else a if b == TRUE else Logic("and", a, b)
+        if a == TRUE or b == TRUE:
+            return TRUE
+        return b if a == FALSE else a if b == FALSE else Logic("or", a, b)
+    if isinstance(e, Not):
+        a = simplify(e.a, r)
+        return FALSE if a == TRUE else TRUE if a == FALSE else Not(a)
+    return rewrite_children(e, r)
+
+
+def rewrite_children(e: Expr, ranges: Ranges) -> Expr:
+    """Rebuild ``e`` with every child simplified."""
+    top = e
+
+    def fn(n: Expr) -> Expr | None:
+        return None if n is top else simplify(n, ranges)
+
+    out = rewrite(e, fn)
+    if isinstance(out, Cast) and isinstance(out.value, Const) and is_int(out):
+        return Const(int(out.value.value), out.type)
+    return out
+
+
+def _compare(e: Cmp, ranges: Ranges) -> Expr:
+    terms, k = linear(binop_sub(e.a, e.b), ranges)
+    lo, hi = bounds((terms, k), ranges)
+    op = e.op
+    decided = {
+        "lt": (hi < 0, lo >= 0), "le": (hi <= 0, lo > 0),
+        "gt": (lo > 0, hi <= 0), "ge": (lo >= 0, hi < 0),
+        "eq": (lo == hi == 0, lo > 0 or hi < 0), "ne": (lo > 0 or hi < 0, lo == hi == 0),
+    }[op]
+    if decided[0]:
+        return TRUE
+    if decided[1]:
+        return FALSE
+    return Cmp(op, rebuild(terms, k), Const(0, "int32"))
+
+
+def conjuncts(cond: Expr) -> list[Expr]:
+    """Split ``a && b && ...`` into its parts."""
+    if isinstance(cond, Logic) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
+
+
+def conjoin(conds: list[Expr]) -> Expr:
+    """``c0 && c1 && ...`` (``TRUE`` when empty)."""
+    out: Expr | None = None
+    for c in conds:
+        out = c if out is None else Logic("and", out, c)
+    return TRUE if out is None else out

@@ -1,0 +1,154 @@
+"""Schedule steps: frozen, replayable records of every schedule primitive call.
+
+A program is (workload, target, steps). Each primitive on a :class:`~autosched.schedule.Schedule`
+appends one of these records and applies it; replaying the same records on a fresh schedule of the
+same DAG gives the same schedule. Steps name stages and loop axes by string, so they serialize to
+JSON and back without the objects that made them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+
+class Step:
+    """Base of all step records; subclasses register a JSON ``kind``."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = ""
+    registry: ClassVar[dict[str, type[Step]]] = {}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-compatible dict; ``Step.from_json`` reads it back."""
+        data = asdict(self)  # type: ignore[call-overload]
+        out: dict[str, Any] = {"kind": self.kind}
+        out.update({k: list(v) if isinstance(v, tuple) else v for k, v in data.items()})
+        return out
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Step:
+        """Rebuild a step from :meth:`to_json` output; unknown kinds raise ``ValueError``."""
+        kind = data.get("kind")
+        cls = Step.registry.get(str(kind))
+        if cls is None:
+            raise ValueError(f"unknown schedule step kind {kind!r}; known: {sorted(Step.registry)}")
+        args = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name not in data:
+                raise ValueError(f"schedule step {kind!r} lacks field {f.name!r}: {data}")
+            value = data[f.name]
+            args[f.name] = tuple(value) if isinstance(value, list) else value
+        return cls(**args)
+
+
+def _step(kind: str):  # type: ignore[no-untyped-def]
+    def register(cls: type[Step]) -> type[Step]:
+        cls.kind = kind
+        Step.registry[kind] = cls
+        return cls
+
+    return register
+
+
+@_step("split")
+@dataclass(frozen=True, slots=True)
+class SplitStep(Step):
+    stage: str
+    axis: str
+    factor: int | None
+    nparts: int | None
+
+
+@_step("reorder")
+@dataclass(frozen=True, slots=True)
+class ReorderStep(Step):
+    stage: str
+    order: tuple[str, ...]
+
+
+@_step("fuse")
+@dataclass(frozen=True, slots=True)
+class FuseStep(Step):
+    stage: str
+    axes: tuple[str, ...]
+
+
+@_step("annotate")
+@dataclass(frozen=True, slots=True)
+class AnnotateStep(Step):
+    """``vectorize``, ``unroll`` or ``parallel`` on a loop."""
+
+    stage: str
+    axis: str
+    annotation: str
+
+
+@_step("bind")
+@dataclass(frozen=True, slots=True)
+class BindStep(Step):
+    stage: str
+    axis: str
+    thread: str
+
+
+@_step("pragma")
+@dataclass(frozen=True, slots=True)
+class PragmaStep(Step):
+    stage: str
+    axis: str
+    key: str
+    value: int
+
+
+@_step("compute_at")
+@dataclass(frozen=True, slots=True)
+class ComputeAtStep(Step):
+    stage: str
+    target: str
+    axis: str
+
+
+@_step("compute_inline")
+@dataclass(frozen=True, slots=True)
+class ComputeInlineStep(Step):
+    stage: str
+
+
+@_step("compute_root")
+@dataclass(frozen=True, slots=True)
+class ComputeRootStep(Step):
+    stage: str
+
+
+@_step("cache_write")
+@dataclass(frozen=True, slots=True)
+class CacheWriteStep(Step):
+    stage: str
+    scope: str
+
+
+@_step("cache_read")
+@dataclass(frozen=True, slots=True)
+class CacheReadStep(Step):
+    stage: str
+    scope: str
+    readers: tuple[str, ...]
+
+
+@_step("rfactor")
+@dataclass(frozen=True, slots=True)
+class RfactorStep(Step):
+    stage: str
+    axis: str
+    factor_axis: int
+
+
+def steps_to_json(steps: tuple[Step, ...] | list[Step]) -> list[dict[str, Any]]:
+    """Serialize a step list."""
+    return [s.to_json() for s in steps]
+
+
+def steps_from_json(data: list[dict[str, Any]]) -> tuple[Step, ...]:
+    """Deserialize a step list."""
+    return tuple(Step.from_json(d) for d in data)
