@@ -1,0 +1,326 @@
+"""Targets: what a program is compiled for, and the hardware parameters a schedule may use.
+
+A target is written as a string, ``KIND -option=value ...``::
+
+    c                                              the host CPU, gcc, -march=native
+    c -cc=clang -num-threads=1
+    c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72   an ARM board (cross-compiled)
+    cuda -arch=sm_80 -max-threads-per-block=1024
+    opencl -shared-memory-bytes=65536
+
+:meth:`Target.parse` turns it into a frozen :class:`Target` whose every hardware parameter is set:
+options given win, the rest come from the host (for a native C compiler) or from defaults for the
+compiler's architecture (for a cross compiler). ``str(target)`` is the canonical string, with every
+parameter spelled out, and parses back to an equal target.
+
+Kinds are registered with :func:`register_kind`; each kind names the options it accepts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from .dtypes import dtype as _dtype
+from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_size
+
+
+class TargetError(ValueError):
+    """A target string or target parameter that cannot be used."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Option values
+
+
+_WORD = re.compile(r"[A-Za-z0-9_.+/=-]+")
+
+
+def _positive(text: str) -> int:
+    """A positive integer."""
+    if not re.fullmatch(r"\d+", text) or int(text) < 1:
+        raise ValueError("expected a positive integer")
+    return int(text)
+
+
+def _word(text: str) -> str:
+    """A compiler command, CPU name or triple: non-empty, no spaces or quotes."""
+    if not _WORD.fullmatch(text):
+        raise ValueError("expected a name of letters, digits and ._+/=-")
+    return text
+
+
+def _gpu_arch(text: str) -> str:
+    """A CUDA virtual or real architecture such as ``sm_80`` or ``compute_90a``."""
+    if not re.fullmatch(r"(sm|compute)_\d+[a-z]?", text):
+        raise ValueError("expected sm_NN or compute_NN, e.g. sm_80")
+    return text
+
+
+def _flags(text: str) -> tuple[str, ...]:
+    """Extra compiler flags, separated by spaces (quote the option value)."""
+    return tuple(shlex.split(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One ``-name=value`` option: the Target field it sets and how its value is read."""
+
+    name: str
+    field: str
+    parse: Callable[[str], Any]
+    doc: str
+
+    def render(self, value: Any) -> str:
+        """The ``-name=value`` text for ``value``, quoted so that it parses back."""
+        text = shlex.join(value) if isinstance(value, tuple) else str(value)
+        return f"-{self.name}={shlex.quote(text)}"
+
+
+OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in (
+        Option("cc", "cc", _word, "C compiler command (default gcc)"),
+        Option("mcpu", "mcpu", _word, "CPU to tune for (default: the host's own, -march=native)"),
+        Option("mtriple", "mtriple", _word, "clang --target triple, e.g. aarch64-linux-gnu"),
+        Option("cflags", "extra_cflags", _flags, "extra compiler flags, quoted: -cflags='-a -b'"),
+        Option("num-threads", "num_threads", _positive, "OpenMP threads a kernel runs with (default: cores)"),
+        Option("cores", "cores", _positive, "CPU cores"),
+        Option("vector-bytes", "vector_bytes", _positive, "SIMD register width in bytes"),
+        Option("l1", "l1", parse_size, "L1 data cache bytes per core"),
+        Option("l2", "l2", parse_size, "L2 cache bytes per core"),
+        Option("l3", "l3", parse_size, "L3 cache bytes in all (0: none)"),
+        Option("arch", "gpu_arch", _gpu_arch, "CUDA architecture, e.g. sm_80 (default: the device's)"),
+        Option("max-threads-per-block", "max_threads_per_block", _positive, "threads per block/work-group"),
+        Option("shared-memory-bytes", "shared_memory_bytes", parse_size, "shared memory bytes per block"),
+        Option("warp-size", "warp_size", _positive, "threads per warp (sub-group)"),
+    )
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Target kinds
+
+
+class TargetKind:
+    """How one kind of target reads its options, fills defaults and builds C code."""
+
+    name: ClassVar[str]
+    options: ClassVar[tuple[str, ...]]
+    optional: ClassVar[frozenset[str]] = frozenset()
+
+    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
+        """All fields of a target of this kind: ``given`` plus defaults for the rest."""
+        raise NotImplementedError
+
+    def machine(self, target: Target) -> str:
+        """The architecture code for ``target`` runs on."""
+        raise TargetError(f"{self.name} targets have no CPU architecture")
+
+    def is_cross(self, target: Target) -> bool:
+        """Whether code built for ``target`` cannot run on this host."""
+        return False
+
+    def cflags(self, target: Target, shared: bool) -> list[str]:
+        """Flags for the C compiler."""
+        raise TargetError(f"{self.name} targets are not built with a C compiler")
+
+
+_KINDS: dict[str, TargetKind] = {}
+K = TypeVar("K", bound=type[TargetKind])
+
+
+def register_kind(cls: K) -> K:
+    """Class decorator: register a :class:`TargetKind` under its ``name``."""
+    unknown = [o for o in cls.options if o not in OPTIONS]
+    if unknown:
+        raise TargetError(f"target kind {cls.name!r} names unknown options {unknown}")
+    _KINDS[cls.name] = cls()
+    return cls
+
+
+def target_kinds() -> list[str]:
+    """Names of the registered target kinds."""
+    return sorted(_KINDS)
+
+
+def _kind(name: str) -> TargetKind:
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise TargetError(f"unknown target kind {name!r}; known kinds: {', '.join(target_kinds())}") from None
+
+
+_CPU_FLAG_STYLE: dict[str, tuple[str, ...]] = {
+    "x86_64": ("-march={}", "-mtune={}"),
+    "x86": ("-march={}", "-mtune={}"),
+}
+_DEFAULT_CPU_FLAG_STYLE = ("-mcpu={}",)
+
+
+@register_kind
+class CKind(TargetKind):
+    """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
+
+    name = "c"
+    options = ("cc", "mcpu", "mtriple", "cflags", "num-threads", "cores", "vector-bytes", "l1", "l2", "l3")
+    optional = frozenset({"mcpu", "mtriple"})
+
+    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Fill the hardware from the host for a native compiler, else from the arch's defaults."""
+        values = {"cc": "gcc", "extra_cflags": ()} | given
+        arch = compiler_arch(values["cc"], values.get("mtriple"))
+        hw = host_hardware() if arch == host_arch() else ARCH_DEFAULTS.get(arch, GENERIC)
+        values = dataclasses.asdict(hw) | values
+        values.setdefault("num_threads", values["cores"])
+        return values
+
+    def machine(self, target: Target) -> str:
+        """The architecture the target's compiler builds for."""
+        assert target.cc is not None
+        return compiler_arch(target.cc, target.mtriple)
+
+    def is_cross(self, target: Target) -> bool:
+        """True when the compiler builds for another architecture than the host's."""
+        return self.machine(target) != host_arch()
+
+    def cflags(self, target: Target, shared: bool) -> list[str]:
+        """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast`` + CPU flags + extras."""
+        flags = ["-O3", "-std=gnu11", "-fPIC", *(["-shared"] if shared else [])]
+        flags += ["-fopenmp", "-ffp-contract=fast"]
+        if target.mtriple:
+            flags.append(f"--target={target.mtriple}")
+        arch = self.machine(target)
+        cpu = target.mcpu or (None if self.is_cross(target) else "native")
+        if cpu is not None:
+            flags += [f.format(cpu) for f in _CPU_FLAG_STYLE.get(arch, _DEFAULT_CPU_FLAG_STYLE)]
+        return flags + list(target.extra_cflags)
+
+
+@register_kind
+class CudaKind(TargetKind):
+    """CUDA C compiled by NVRTC."""
+
+    name = "cuda"
+    options = ("arch", "max-threads-per-block", "shared-memory-bytes", "warp-size")
+    optional = frozenset({"arch"})
+
+    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults of current NVIDIA GPUs: 1024 threads, 48 KiB static shared memory, warps of 32."""
+        return {"max_threads_per_block": 1024, "shared_memory_bytes": 48 << 10, "warp_size": 32} | given
+
+
+@register_kind
+class OpenCLKind(TargetKind):
+    """OpenCL C compiled by the OpenCL driver (PoCL on CPUs)."""
+
+    name = "opencl"
+    options = ("max-threads-per-block", "shared-memory-bytes", "warp-size")
+
+    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Defaults any OpenCL 1.2 device meets: work-groups of 256, 32 KiB local memory."""
+        return {"max_threads_per_block": 256, "shared_memory_bytes": 32 << 10, "warp_size": 1} | given
+
+
+# ---------------------------------------------------------------------------------------------
+# Target
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A fully specified target. Build one with :meth:`Target.parse`; fields a kind does not use are None."""
+
+    kind: str
+    cc: str | None = None
+    mcpu: str | None = None
+    mtriple: str | None = None
+    extra_cflags: tuple[str, ...] = ()
+    num_threads: int | None = None
+    cores: int | None = None
+    vector_bytes: int | None = None
+    l1: int | None = None
+    l2: int | None = None
+    l3: int | None = None
+    gpu_arch: str | None = None
+    max_threads_per_block: int | None = None
+    shared_memory_bytes: int | None = None
+    warp_size: int | None = None
+
+    def __post_init__(self) -> None:
+        kind = _kind(self.kind)
+        accepted = {OPTIONS[o].field: o for o in kind.options}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "kind":
+                continue
+            if f.name not in accepted and value not in (None, ()):
+                raise TargetError(f"{self.kind} targets take no {f.name}")
+            if f.name in accepted and value is None and accepted[f.name] not in kind.optional:
+                raise TargetError(f"{self.kind} target without {f.name}: build targets with Target.parse")
+
+    @classmethod
+    def parse(cls, spec: str | Target) -> Target:
+        """Read a target string such as ``"c -cc=clang -num-threads=1"`` (a Target is returned as is)."""
+        if isinstance(spec, Target):
+            return spec
+        try:
+            tokens = shlex.split(spec)
+        except ValueError as e:
+            raise TargetError(f"cannot read target {spec!r}: {e}") from None
+        if not tokens:
+            raise TargetError(f"empty target string; known kinds: {', '.join(target_kinds())}")
+        kind = _kind(tokens[0])
+        given: dict[str, Any] = {}
+        for token in tokens[1:]:
+            m = re.fullmatch(r"-([a-z0-9-]+)=(.*)", token, re.DOTALL)
+            if m is None:
+                raise TargetError(f"malformed option {token!r} in target {spec!r}: expected -name=value")
+            name, text = m.groups()
+            if name not in kind.options:
+                accepted = ", ".join(f"-{o}" for o in kind.options)
+                raise TargetError(f"unknown option -{name} for {kind.name} targets; accepted: {accepted}")
+            option = OPTIONS[name]
+            if option.field in given:
+                raise TargetError(f"option -{name} given twice in target {spec!r}")
+            try:
+                given[option.field] = option.parse(text)
+            except ValueError as e:
+                raise TargetError(f"bad value -{name}={text!r} ({option.doc}): {e}") from None
+        return cls(kind=kind.name, **kind.complete(given))
+
+    @classmethod
+    def host(cls) -> Target:
+        """The host CPU with the default C compiler: ``Target.parse("c")``."""
+        return cls.parse("c")
+
+    def __str__(self) -> str:
+        parts = [self.kind]
+        for name in _kind(self.kind).options:
+            value = getattr(self, OPTIONS[name].field)
+            if value not in (None, ()):
+                parts.append(OPTIONS[name].render(value))
+        return " ".join(parts)
+
+    @property
+    def machine(self) -> str:
+        """The CPU architecture the code runs on (``x86_64``, ``aarch64``, ...)."""
+        return _kind(self.kind).machine(self)
+
+    @property
+    def is_cross(self) -> bool:
+        """Whether code built for this target runs elsewhere than on this host."""
+        return _kind(self.kind).is_cross(self)
+
+    def vector_lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` in one SIMD register (at least 1)."""
+        if self.vector_bytes is None:
+            raise TargetError(f"{self.kind} targets have no SIMD width")
+        return max(1, self.vector_bytes // _dtype(dtype).bytes)
+
+    def cflags(self, shared: bool = True) -> list[str]:
+        """C compiler flags; ``shared=False`` leaves out ``-shared`` (objects, executables)."""
+        return _kind(self.kind).cflags(self, shared)
