@@ -1,0 +1,175 @@
+"""Compile C source with the target's compiler, caching shared libraries by content.
+
+A library's cache key is the sha256 of the source, the compiler command (compiler and flags) and
+the compiler's ``--version`` output, so a changed flag or an upgraded compiler never reuses a stale
+build. Builds write to a temporary name and ``os.replace`` it into place, so processes sharing a
+cache directory never see half-written files. Failures raise :class:`BuildError` subclasses.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..target import Target
+
+#: Link flags placed after the source file.
+LIBS = ("-lm",)
+
+_INSTALL_HINTS: tuple[tuple[str, str], ...] = (
+    (r"^aarch64-linux-gnu-", "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
+    (r"^arm-linux-gnueabihf-", "apt-get install gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"),
+    (r"clang", "apt-get install clang lld libomp-dev"),
+    (r"gcc|^cc$", "apt-get install gcc"),
+)
+
+
+class BuildError(RuntimeError):
+    """A C source could not be built."""
+
+
+class CompilerNotFound(BuildError):
+    """The target's compiler is not installed (the message says what to install)."""
+
+
+class CompileError(BuildError):
+    """The compiler rejected the source; ``stderr`` and ``command`` keep what it said and was run with."""
+
+    def __init__(self, command: Sequence[str], stderr: str) -> None:
+        self.command = list(command)
+        self.stderr = stderr
+        lines = stderr.strip().splitlines()
+        shown = "\n".join(lines[:40] + ([f"... ({len(lines) - 40} more lines)"] if len(lines) > 40 else []))
+        hint = ""
+        if "omp.h" in stderr and "clang" in Path(command[0]).name:
+            hint = "\nclang needs LLVM's OpenMP headers: apt-get install libomp-dev"
+        super().__init__(f"compile failed: {shlex.join(command)}\n{shown}{hint}")
+
+
+class BuildTimeout(BuildError):
+    """The compiler ran longer than the timeout and was killed."""
+
+    def __init__(self, command: Sequence[str], timeout: float) -> None:
+        self.command = list(command)
+        self.timeout = timeout
+        super().__init__(f"compiler killed after {timeout:g} s: {shlex.join(command)}")
+
+
+def install_hint(cc: str) -> str:
+    """What to install to get compiler ``cc``."""
+    name = Path(cc).name
+    for pattern, hint in _INSTALL_HINTS:
+        if re.search(pattern, name):
+            return hint
+    return "install it, or name another compiler with -cc=PATH in the target"
+
+
+def _not_found(cc: str, why: str) -> CompilerNotFound:
+    return CompilerNotFound(f"C compiler {cc!r} {why}: {install_hint(cc)}")
+
+
+@functools.cache
+def compiler_version(cc: str) -> str:
+    """The ``--version`` output of compiler ``cc`` (looked up once per process)."""
+    if shutil.which(cc) is None:
+        raise _not_found(cc, "not found")
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise _not_found(cc, f"cannot run ({e})") from None
+    except subprocess.TimeoutExpired:
+        raise _not_found(cc, "did not answer --version within 60 s") from None
+    return out.stdout + out.stderr
+
+
+def default_cache_dir() -> Path:
+    """``$AUTOSCHED_CACHE`` if set, else ``~/.cache/autosched/kernels``."""
+    env = os.environ.get("AUTOSCHED_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "autosched" / "kernels"
+
+
+def _run(command: list[str], timeout: float) -> None:
+    """Run a compiler command; kill its whole process group if it outlives ``timeout``."""
+    try:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+    except OSError as e:
+        raise _not_found(command[0], f"cannot run ({e})") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise BuildTimeout(command, timeout) from None
+    if proc.returncode != 0:
+        raise CompileError(command, err or out)
+
+
+def _write_atomic(path: Path, data: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def compile_shared(
+    source: str, target: Target, *, timeout: float = 120, cache_dir: Path | None = None
+) -> Path:
+    """Build ``source`` into a shared library for ``target``; return its path in the cache.
+
+    A library already built from the same source, compiler command and compiler version is
+    returned without compiling. Raises :class:`CompilerNotFound`, :class:`CompileError` or
+    :class:`BuildTimeout`.
+    """
+    cc = target.cc
+    if cc is None:
+        raise BuildError(f"{target.kind} targets are not built with a C compiler")
+    flags = target.cflags(shared=True)
+    version = compiler_version(cc)
+    key = hashlib.sha256(json.dumps([source, cc, flags, list(LIBS), version]).encode()).hexdigest()[:40]
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    lib = cache / f"{key}.so"
+    if lib.exists():
+        return lib
+    cache.mkdir(parents=True, exist_ok=True)
+    src = cache / f"{key}.c"
+    _write_atomic(src, source)
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".so.tmp")
+    os.close(fd)
+    try:
+        _run([cc, *flags, "-o", tmp, str(src), *LIBS], timeout)
+        os.replace(tmp, lib)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return lib
+
+
+def compile_object(
+    source: str, target: Target, out: Path, *, extra_flags: Sequence[str] = (), timeout: float = 120
+) -> Path:
+    """Compile ``source`` to the object file ``out`` (``-c``), with ``extra_flags`` after the target's.
+
+    Uncached; meant for checks such as ``extra_flags=["-Wall", "-Werror"]`` or
+    ``["-std=c99", "-pedantic"]`` and for cross-compiled objects. Returns ``out``.
+    """
+    cc = target.cc
+    if cc is None:
+        raise BuildError(f"{target.kind} targets are not built with a C compiler")
+    out = Path(out)
+    with tempfile.TemporaryDirectory(prefix="autosched-") as tmp:
+        src = Path(tmp) / (out.stem + ".c")
+        src.write_text(source)
+        _run([cc, *target.cflags(shared=False), *extra_flags, "-c", "-o", str(out), str(src)], timeout)
+    return out

@@ -1,0 +1,60 @@
+"""Load a compiled kernel library with cffi (ABI mode: no C compiler needed at load time)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import cffi
+
+from ..hardware import host_arch
+from .kernel import ArgSpec, Kernel
+
+
+class LoadError(RuntimeError):
+    """A kernel library that cannot be loaded here (missing, for another machine, or lacking symbols)."""
+
+
+# (e_machine, 64-bit) -> architecture, named as autosched.hardware.normalize_arch names them
+_ELF_MACHINES = {(3, False): "x86", (62, True): "x86_64", (40, False): "arm", (183, True): "aarch64",
+                 (243, True): "riscv64", (21, True): "ppc64"}
+
+
+def elf_machine(path: str | Path) -> str | None:
+    """The architecture an ELF file is built for (``x86_64``, ``aarch64``, ...), or None if not known."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    if len(header) < 20 or header[:4] != b"\x7fELF":
+        return None
+    code = int.from_bytes(header[18:20], "little" if header[5] == 1 else "big")
+    return _ELF_MACHINES.get((code, header[4] == 2))
+
+
+def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -> Kernel:
+    """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library.
+
+    Raises :class:`LoadError` if the library is missing, was built for another machine (a
+    cross-compiled kernel runs only on its board) or lacks either function.
+    """
+    path = Path(lib_path)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", func_name):
+        raise ValueError(f"kernel name {func_name!r} is not a C identifier")
+    if not path.is_file():
+        raise LoadError(f"kernel library {path} does not exist")
+    machine = elf_machine(path)
+    if machine is not None and machine != host_arch():
+        raise LoadError(f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
+                        "kernel cannot be loaded here; run it on its board")
+    pointers = ", ".join(["void *"] * len(args))
+    ffi = cffi.FFI()
+    ffi.cdef(f"void {func_name}({pointers or 'void'});\n"
+             f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);")
+    try:
+        lib = ffi.dlopen(str(path.resolve()))
+    except OSError as e:
+        raise LoadError(f"cannot load {path}: {e}") from None
+    try:
+        return Kernel(ffi, lib, func_name, args)
+    except AttributeError as e:
+        raise LoadError(f"{path} lacks a symbol the kernel needs: {e}") from None

@@ -1,0 +1,80 @@
+"""Shared test set-up: capability markers and an isolated kernel cache.
+
+Mark a test that needs a tool with ``@pytest.mark.requires("clang")`` (several names allowed); it
+is skipped, with the missing tool named, where the tool is absent. Known tools: see ``PROBES``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _compiles(cc: str, *flags: str) -> bool:
+    """Whether ``cc`` preprocesses a file including stdlib.h and omp.h with ``flags``."""
+    if shutil.which(cc) is None:
+        return False
+    source = "#include <stdlib.h>\n#include <omp.h>\n"
+    try:
+        out = subprocess.run([cc, *flags, "-fopenmp", "-E", "-x", "c", "-"], input=source,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
+def _imports(module: str, check: Callable[[object], object] = lambda m: True) -> bool:
+    try:
+        return bool(check(importlib.import_module(module)))
+    except Exception:  # any failure to import or to probe means "absent"
+        return False
+
+
+def _nvrtc_works(nvrtc: object) -> bool:
+    err, *_ = nvrtc.nvrtcVersion()  # type: ignore[attr-defined]
+    return int(err) == 0
+
+
+PROBES: dict[str, tuple[Callable[[], bool], str]] = {
+    "gcc": (lambda: _compiles("gcc"), "apt-get install gcc"),
+    "clang": (lambda: _compiles("clang"), "apt-get install clang lld libomp-dev"),
+    "aarch64-linux-gnu-gcc": (lambda: _compiles("aarch64-linux-gnu-gcc"),
+                              "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
+    "qemu-aarch64": (lambda: shutil.which("qemu-aarch64") is not None, "apt-get install qemu-user"),
+    "pyopencl": (lambda: _imports("pyopencl", lambda cl: cl.get_platforms()),  # type: ignore[attr-defined]
+                 "pip install pyopencl pocl-binary-distribution"),
+    "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
+              "pip install cuda-bindings nvidia-cuda-nvrtc"),
+    "sshd": (lambda: shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
+             "apt-get install openssh-server"),
+}
+
+
+@functools.cache
+def has_tool(name: str) -> bool:
+    """Whether tool ``name`` (a key of ``PROBES``) works here; probed once per session."""
+    return PROBES[name][0]()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip tests whose ``requires`` marker names a tool that is missing."""
+    for marker in item.iter_markers("requires"):
+        for name in marker.args:
+            if name not in PROBES:
+                raise pytest.UsageError(f"requires({name!r}): unknown tool; known: {', '.join(PROBES)}")
+            if not has_tool(name):
+                pytest.skip(f"needs {name} ({PROBES[name][1]})")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point ``AUTOSCHED_CACHE`` at a per-session directory so tests never touch ~/.cache."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOSCHED_CACHE", str(tmp_path_factory.mktemp("kernel-cache")))
+        yield
