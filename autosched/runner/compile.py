@@ -65,7 +65,7 @@ class BuildTimeout(BuildError):
         super().__init__(f"compiler killed after {timeout:g} s: {shlex.join(command)}")
 
 
-def install_hint(cc: str) -> str:
+def _install_hint(cc: str) -> str:
     """What to install to get compiler ``cc``."""
     name = Path(cc).name
     for pattern, hint in _INSTALL_HINTS:
@@ -75,7 +75,7 @@ def install_hint(cc: str) -> str:
 
 
 def _not_found(cc: str, why: str) -> CompilerNotFound:
-    return CompilerNotFound(f"C compiler {cc!r} {why}: {install_hint(cc)}")
+    return CompilerNotFound(f"C compiler {cc!r} {why}: {_install_hint(cc)}")
 
 
 @functools.cache
