@@ -1,1 +1,54 @@
-"""autosched: an autotuning SDK for tensor programs."""
+"""autosched: an autotuning SDK for tensor programs (tensor expressions -> schedules -> C).
+
+The names follow TVM's ``te`` where te has the same concept, so ``te.`` in a tutorial becomes
+``asc.``::
+
+    import autosched as asc
+    A = asc.placeholder((M, K), name="A")
+    ...
+    s = asc.create_schedule(C.op)
+    f = asc.build(s, [A, B, C], target="c")
+"""
+
+from __future__ import annotations
+
+from .driver import build, emit, lower
+from .expr import (
+    Tensor,
+    abs,
+    all,
+    cast,
+    ceil,
+    compute,
+    const,
+    equal,
+    erf,
+    exp,
+    floor,
+    if_then_else,
+    log,
+    max,
+    min,
+    not_equal,
+    placeholder,
+    pow,
+    reduce_axis,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
+from .ops import Workload, get_workload, list_workloads, workload
+from .schedule import Schedule, ScheduleError, Stage, create_schedule, thread_axis
+from .steps import Step, steps_from_json, steps_to_json
+from .target import Target, TargetError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Schedule", "ScheduleError", "Stage", "Step", "Target", "TargetError", "Tensor", "__version__", "abs", "all",
+    "build", "cast", "ceil", "compute", "const", "create_schedule", "emit", "equal", "erf", "exp", "floor",
+    "if_then_else", "log", "lower", "max", "min", "not_equal", "placeholder", "pow", "reduce_axis", "sigmoid",
+    "sqrt", "steps_from_json", "steps_to_json", "sum", "tanh", "thread_axis",
+    "Workload", "get_workload", "list_workloads", "workload",
+]

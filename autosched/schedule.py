@@ -362,16 +362,25 @@ def _pragma(s: Schedule, stage: Stage, step: st.PragmaStep) -> None:
     stage.pragmas.setdefault(step.axis, {})[step.key] = step.value
 
 
-def _reads_through_inlined(s: Schedule, reader: Stage, name: str) -> bool:
-    if not isinstance(reader.op, ComputeOp):
-        return False
-    for t in reader.op.input_tensors:
-        if t.name == name:
-            return True
-        inner = s.stages[t.name]
-        if inner.attach == ("inline",) and _reads_through_inlined(s, inner, name):
-            return True
-    return False
+def effective_readers(s: Schedule, name: str) -> list[Stage]:
+    """Stages that read ``name`` directly or through inlined stages."""
+    out: list[Stage] = []
+    for r in s.readers(name):
+        for x in (effective_readers(s, r.name) if r.attach == ("inline",) else [r]):
+            if x not in out:
+                out.append(x)
+    return out
+
+
+def _downstream(s: Schedule, name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for r in s.readers(todo.pop()):
+            if r.name not in seen:
+                seen.add(r.name)
+                todo.append(r.name)
+    return seen
 
 
 def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
@@ -382,11 +391,11 @@ def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
     if target is None:
         raise ScheduleError(f"no stage named {step.target!r}")
     _leaf(target, step.axis)
-    if not _reads_through_inlined(s, target, stage.name):
-        raise ScheduleError(f"{step.target} does not read {stage.name}; compute_at needs a consumer")
-    others = [r.name for r in s.readers(stage.name) if r.name != target.name and r.attach != ("inline",)]
-    if others:
-        raise ScheduleError(f"{stage.name} is also read by {others}; it can only be computed at its sole consumer")
+    readers = effective_readers(s, stage.name)
+    if len(readers) != 1:
+        raise ScheduleError(f"{stage.name} is read by {[r.name for r in readers]}; compute_at needs a sole consumer")
+    if target.name not in _downstream(s, stage.name):
+        raise ScheduleError(f"{step.target} does not consume {stage.name}; compute_at needs a consumer loop")
     node = target
     while node.attach[0] == "at":
         if node.attach[1] == stage.name:

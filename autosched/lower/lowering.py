@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..expr import (
@@ -18,7 +19,7 @@ from ..expr import (
     substitute,
     walk,
 )
-from ..schedule import Schedule, ScheduleError, Stage
+from ..schedule import Schedule, ScheduleError, Stage, effective_readers
 from ..transform import identity_value
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, seq
@@ -26,6 +27,17 @@ from .loops import Leaf, LoopNest, build_loop_nest
 from .simplify import FALSE, TRUE, Ranges, conjoin, simplify
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
+
+
+@dataclass(frozen=True, slots=True)
+class StageContext:
+    """Where a stage runs: its region (bases, extents), loops, and guarded expression."""
+
+    nest: LoopNest
+    bases: list[Expr]
+    region: list[int]
+    body: Expr
+    preds: list[Expr]
 
 
 class Lowerer:
@@ -38,6 +50,7 @@ class Lowerer:
         self.buffers: dict[str, Buffer] = {}
         self.bases: dict[str, list[Expr]] = {}
         self._bodies: dict[str, Expr] = {}
+        self._contexts: dict[str, StageContext] = {}
         names = [t.name for t in args]
         if len(set(names)) != len(names):
             raise ValueError(f"argument names repeat: {names}")
@@ -70,7 +83,7 @@ class Lowerer:
                 self.buffers[stage.name] = buf
                 self.bases[stage.name] = [Const(0)] * len(buf.shape)
                 body.append(Allocate(buf))
-            body.append(self.lower_stage(stage, self.bases[stage.name], list(stage.op.shape)))
+            body.append(self.lower_stage(stage))
         return PrimFunc(self.name, self.args, seq(body))
 
     def _read_anywhere(self, name: str) -> bool:
@@ -124,10 +137,17 @@ class Lowerer:
         return simplify(flat, self.ranges)
 
     # -- stages
-    def lower_stage(self, stage: Stage, bases: list[Expr], region: list[int]) -> Stmt:
+    def context(self, stage: Stage) -> StageContext:
+        """The stage's region, loops and expression in loop variables (memoized)."""
+        ctx = self._contexts.get(stage.name)
+        if ctx is not None:
+            return ctx
         op = stage.op
         assert isinstance(op, ComputeOp)
-        body = self.body_of(stage)
+        if stage.attach[0] == "at":
+            bases, region = self.region_at(stage)
+        else:
+            bases, region = [Const(0)] * len(op.shape), list(op.shape)
         root_ext = {iv.name: region[d] for d, iv in enumerate(op.axis)}
         root_ext |= {iv.name: iv.extent for iv in op.reduce_axis}
         nest = build_loop_nest(stage, root_ext, stage.name)
@@ -142,29 +162,53 @@ class Lowerer:
                 preds += [compare("lt", full, op.shape[d]), compare("ge", full, 0)]
         for iv in op.reduce_axis:
             sub[iv.var] = simplify(nest.values[iv.name] + iv.begin, self.ranges) if iv.begin else nest.values[iv.name]
-        body = substitute(body, sub)
+        ctx = StageContext(nest, bases, region, substitute(self.body_of(stage), sub), preds)
+        self._contexts[stage.name] = ctx
+        return ctx
+
+    def region_at(self, stage: Stage) -> tuple[list[Expr], list[int]]:
+        """Bound inference: what one iteration of the attach loop needs of ``stage``."""
+        _, parent_name, leaf = stage.attach
+        (reader,) = effective_readers(self.s, stage.name)
+        chain = [reader]
+        while chain[-1].name != parent_name:
+            if chain[-1].attach[0] != "at":
+                raise ScheduleError(f"{stage.name} is computed at {parent_name}.{leaf}, but its consumer "
+                                    f"{reader.name} is not computed inside that loop")
+            chain.append(self.s.stages[chain[-1].attach[1]])
+        parent_nest = self.context(chain[-1]).nest
+        pos = [lf.name for lf in parent_nest.leaves].index(leaf)
+        free = {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
+        for inner in chain[:-1]:
+            free |= {lf.var: lf.extent for lf in self.context(inner).nest.leaves}
+        return infer_region(stage.op, self.context(reader).body, free, self.ranges)
+
+    def lower_stage(self, stage: Stage) -> Stmt:
+        ctx = self.context(stage)
+        nest, body = ctx.nest, ctx.body
         extras: dict[int, list[Stmt]] = {}
         for p, leaf in enumerate(nest.leaves):
             for child in self.s.stages.values():
                 if child.attach == ("at", stage.name, leaf.name):
-                    extras.setdefault(p, []).extend(self.lower_child(child, body, nest, p))
+                    extras.setdefault(p, []).extend(self.lower_child(child))
+        op = stage.op
+        assert isinstance(op, ComputeOp)
         own = self.buffers[stage.name]
         index = self.flatten([nest.values[iv.name] for iv in op.axis], own.shape)
         if isinstance(body, Reduce):
-            return self.lower_reduction(stage, body, nest, own, index, preds, extras)
+            return self.lower_reduction(body, nest, own, index, list(ctx.preds), extras)
         store = Store(own, index, self.to_buffers(body))
-        return self.build(nest.leaves, store, extras, self.place(preds, nest.leaves))
+        return self.build(nest.leaves, store, extras, self.place(list(ctx.preds), nest.leaves))
 
-    def lower_child(self, child: Stage, consumer_body: Expr, nest: LoopNest, pos: int) -> list[Stmt]:
-        free = {lf.var: lf.extent for lf in nest.leaves[pos + 1 :]}
-        cbases, cext = infer_region(child.op, consumer_body, free, self.ranges)
+    def lower_child(self, child: Stage) -> list[Stmt]:
+        ctx = self.context(child)
         scope = child.scope if child.scope != "global" else "local"
-        buf = Buffer(child.name, tuple(cext), child.op.dtype, scope)
+        buf = Buffer(child.name, tuple(ctx.region), child.op.dtype, scope)
         self.buffers[child.name] = buf
-        self.bases[child.name] = cbases
-        return [Allocate(buf), self.lower_stage(child, cbases, cext)]
+        self.bases[child.name] = ctx.bases
+        return [Allocate(buf), self.lower_stage(child)]
 
-    def lower_reduction(self, stage: Stage, body: Reduce, nest: LoopNest, own: Buffer, index: Expr,
+    def lower_reduction(self, body: Reduce, nest: LoopNest, own: Buffer, index: Expr,
                         preds: list[Expr], extras: dict[int, list[Stmt]]) -> Stmt:
         leaves = nest.leaves
         r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")

@@ -1,0 +1,50 @@
+"""The user-facing pipeline: ``lower`` -> ``emit`` -> ``build`` (compile, load, check arguments)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .emit_c import emit_c, function_name
+from .expr import Operation, Tensor, as_tensors
+from .lower import lower as _lower
+from .lower.ir import PrimFunc
+from .runner.compile import compile_shared
+from .runner.kernel import ArgSpec, Kernel
+from .runner.load import load_kernel
+from .schedule import Schedule
+from .target import Target
+
+TargetLike = str | Target
+
+
+def lower(sched: Schedule, args: Sequence[Tensor | Operation], name: str = "default_function") -> PrimFunc:
+    """The loop-nest IR of ``sched`` over ``args`` (inputs, then outputs); print it to read it."""
+    return _lower(sched, as_tensors(list(args)), name)
+
+
+def emit(sched: Schedule, args: Sequence[Tensor | Operation], target: TargetLike = "c",
+         name: str = "default_function", portable: bool = False) -> str:
+    """Source text of the kernel for ``target`` (C today; ``portable`` gives strict C99)."""
+    tgt = Target.parse(target)
+    if tgt.kind != "c":
+        raise NotImplementedError(f"emitting for {tgt.kind!r} targets is not available yet; use 'c'")
+    func = _lower(sched, as_tensors(list(args)), name)
+    return emit_c(func, num_threads=tgt.num_threads or 1, vector_bytes=tgt.vector_bytes or 16, portable=portable)
+
+
+def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
+    """Argument descriptions for the kernel: outputs are the schedule's output tensors."""
+    return [ArgSpec(t.name, tuple(t.shape), t.dtype, t.name in sched.outputs) for t in args]
+
+
+def build(sched: Schedule, args: Sequence[Tensor | Operation], target: TargetLike = "c",
+          name: str = "default_function") -> Kernel:
+    """Compile ``sched`` for ``target`` (cached by content) and return a callable over numpy arrays.
+
+    The callable checks every array's shape, dtype and layout before any C code runs.
+    """
+    tensors = as_tensors(list(args))
+    tgt = Target.parse(target)
+    source = emit(sched, tensors, tgt, name)
+    lib = compile_shared(source, tgt)
+    return load_kernel(lib, function_name(name), arg_specs(sched, tensors))
