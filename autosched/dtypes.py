@@ -32,7 +32,7 @@ _TABLE: dict[str, DType] = {
         DType("int8", "int8_t", "int8", 8, False),
         DType("int32", "int32_t", "int32", 32, False),
         DType("int64", "int64_t", "int64", 64, False),
-        DType("bool", "int", "bool", 8, False),
+        DType("bool", "uint8_t", "bool", 8, False),
     )
 }
 

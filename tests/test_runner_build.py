@@ -36,12 +36,13 @@ VADD = f"""
 #define _POSIX_C_SOURCE 199309L
 #include <time.h>
 
-void vadd(void *a_, void *b_, void *c_) {{
+int vadd(void *a_, void *b_, void *c_) {{
   const float *a = (const float *)a_;
   const float *b = (const float *)b_;
   float *c = (float *)c_;
   #pragma omp parallel for
   for (int i = 0; i < {N}; ++i) c[i] = a[i] + b[i];
+  return 0;
 }}
 
 double vadd__time(void *a, void *b, void *c, int number) {{
@@ -61,7 +62,7 @@ VADD_ARGS = [
 
 VADD_MAIN = """
 #include <stdio.h>
-void vadd(void *a, void *b, void *c);
+int vadd(void *a, void *b, void *c);
 int main(void) {
   static float a[1000], b[1000], c[1000];
   for (int i = 0; i < 1000; ++i) { a[i] = (float)i; b[i] = 2.0f * (float)i; }
@@ -294,7 +295,7 @@ def test_argspec_validation() -> None:
 
 INT8_COPY = """
 #include <stdint.h>
-void copy8(void *x, void *y) { for (int i = 0; i < 16; ++i) ((int8_t *)y)[i] = ((const int8_t *)x)[i]; }
+int copy8(void *x, void *y) { for (int i = 0; i < 16; ++i) ((int8_t *)y)[i] = ((const int8_t *)x)[i]; return 0; }
 double copy8__time(void *x, void *y, int number) { for (int n = 0; n < number; ++n) copy8(x, y); return 0.0; }
 """
 

@@ -95,6 +95,19 @@ class _VectorPrinter:
         return f"*({self.vt}u*)&{self.p.buf(s.buffer)}[{self.p.expr(self.at(s.index, base))}] = {value};"
 
 
+def chunks_of(extent: int, width: int) -> list[int]:
+    """Vector lengths covering ``extent``: full vectors, then halving powers of two (1 = scalar)."""
+    out: list[int] = []
+    rest = extent
+    lanes = width
+    while rest:
+        while lanes > rest:
+            lanes //= 2
+        out.append(lanes)
+        rest -= lanes
+    return out
+
+
 def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     """Print ``s`` as vector statements; return False (printing nothing) if it does not fit."""
     stores = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
@@ -104,35 +117,43 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     if len(dtypes) != 1 or next(iter(dtypes)) not in INT_OF:
         return False
     dtype = dtypes.pop()
-    width = max(1, p.vector_bytes // dtype_info(dtype).bytes)
-    if s.extent % width == 0:
-        lanes = width
-    elif s.extent & (s.extent - 1) == 0 and 2 <= s.extent < width:
-        lanes = s.extent
-    else:
-        return False
-    chunks = s.extent // lanes
-    vp = _VectorPrinter(p, s.var, dtype, lanes)
-    looped = chunks > MAX_UNROLLED_CHUNKS
-    chunk_var = Var(s.var.name + ".vec")
-    bases: list[Expr] = (
-        [BinOp("add", BinOp("mul", chunk_var, Const(lanes), "int32"), Const(s.begin), "int32")]
-        if looped else [Const(s.begin + c * lanes) for c in range(chunks)]
-    )
-    lines: list[str] = []
-    for base in bases:
-        for st in stores:
-            text = vp.store(st, base)  # type: ignore[arg-type]
-            if text is None:
-                return False
-            lines.append(text)
-    if looped:
+    width = max(2, p.vector_bytes // dtype_info(dtype).bytes)
+    if s.extent % width == 0 and s.extent // width > MAX_UNROLLED_CHUNKS:
+        chunk_var = Var(s.var.name + ".vec")
+        base: Expr = BinOp("add", BinOp("mul", chunk_var, Const(width), "int32"), Const(s.begin), "int32")
+        lines = _chunk_lines(p, s, stores, base, width)
+        if lines is None:
+            return False
         cv = p.var(chunk_var)
-        p.emit(f"for (int {cv} = 0; {cv} < {chunks}; ++{cv}) {{", indent)
+        p.emit(f"for (int {cv} = 0; {cv} < {s.extent // width}; ++{cv}) {{", indent)
         for ln in lines:
             p.emit(ln, indent + 1)
         p.emit("}", indent)
-    else:
-        for ln in lines:
-            p.emit(ln, indent)
+        return True
+    out: list[str] = []
+    offset = s.begin
+    for lanes in chunks_of(s.extent, width):
+        lines = _chunk_lines(p, s, stores, Const(offset), lanes)
+        if lines is None:
+            return False
+        out.extend(lines)
+        offset += lanes
+    for ln in out:
+        p.emit(ln, indent)
     return True
+
+
+def _chunk_lines(p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int) -> list[str] | None:
+    """Statements for ``lanes`` iterations starting at ``base`` (scalar when ``lanes`` is 1)."""
+    if lanes == 1:
+        sub = {s.var: base}
+        return [f"{p.buf(st.buffer)}[{p.expr(simplify(substitute(st.index, sub)))}] = "
+                f"{p.expr(simplify(substitute(st.value, sub)))};" for st in stores]
+    vp = _VectorPrinter(p, s.var, stores[0].buffer.dtype, lanes)
+    lines = []
+    for st in stores:
+        text = vp.store(st, base)
+        if text is None:
+            return None
+        lines.append(text)
+    return lines

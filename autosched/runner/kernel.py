@@ -2,7 +2,7 @@
 
 The C ABI a kernel library provides, for a kernel ``NAME`` over ``n`` arrays::
 
-    void   NAME(void *a0, ..., void *a{n-1});                   /* run once */
+    int    NAME(void *a0, ..., void *a{n-1});                   /* run once; 0, or -1: out of memory */
     double NAME__time(void *a0, ..., void *a{n-1}, int number); /* run `number` times, return seconds */
 
 Arrays are passed as pointers to C-contiguous data in the order of the :class:`ArgSpec` list
@@ -98,7 +98,8 @@ class Kernel:
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run the kernel once on ``arrays`` (inputs, then outputs), writing the outputs in place."""
         self._check(arrays)
-        self._func(*self._pointers(arrays))
+        if self._func(*self._pointers(arrays)) != 0:
+            raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
 
     def time(
         self, *arrays: np.ndarray, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0

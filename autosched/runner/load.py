@@ -48,7 +48,7 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
                         "kernel cannot be loaded here; run it on its board")
     pointers = ", ".join(["void *"] * len(args))
     ffi = cffi.FFI()
-    ffi.cdef(f"void {func_name}({pointers or 'void'});\n"
+    ffi.cdef(f"int {func_name}({pointers or 'void'});\n"
              f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);")
     try:
         lib = ffi.dlopen(str(path.resolve()))
