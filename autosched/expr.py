@@ -10,6 +10,7 @@ their Python meaning (structural equality), so use :func:`equal` / :func:`not_eq
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import inspect
 from dataclasses import dataclass, field
@@ -648,32 +649,45 @@ def walk(e: Expr) -> Iterable[Expr]:
 
 
 def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
-    """Rebuild ``e`` bottom-up where ``fn`` returns a replacement (``None`` keeps the node)."""
+    """Rebuild ``e`` bottom-up where ``fn`` returns a replacement (``None`` keeps the node).
+
+    Unchanged subtrees are returned as the same objects, so rewrites keep sharing.
+    """
     out = fn(e)
     if out is not None:
         return out
-    if isinstance(e, BinOp):
-        return BinOp(e.op, rewrite(e.a, fn), rewrite(e.b, fn), e.type)
-    if isinstance(e, Cmp):
-        return Cmp(e.op, rewrite(e.a, fn), rewrite(e.b, fn))
-    if isinstance(e, Logic):
-        return Logic(e.op, rewrite(e.a, fn), rewrite(e.b, fn))
-    if isinstance(e, Not):
-        return Not(rewrite(e.a, fn))
-    if isinstance(e, Select):
-        return Select(rewrite(e.cond, fn), rewrite(e.true_value, fn), rewrite(e.false_value, fn))
-    if isinstance(e, Cast):
-        return Cast(e.type, rewrite(e.value, fn))
-    if isinstance(e, Call):
-        return Call(e.name, tuple(rewrite(a, fn) for a in e.args), e.type)
+    if isinstance(e, (BinOp, Cmp, Logic)):
+        a, b = rewrite(e.a, fn), rewrite(e.b, fn)
+        if a is e.a and b is e.b:
+            return e
+        return BinOp(e.op, a, b, e.type) if isinstance(e, BinOp) else type(e)(e.op, a, b)
+    if isinstance(e, (Const, Var)):
+        return e
     if isinstance(e, Load):
-        return Load(e.tensor, tuple(rewrite(i, fn) for i in e.indices))
+        idx = tuple(rewrite(i, fn) for i in e.indices)
+        return e if _same(idx, e.indices) else Load(e.tensor, idx)
+    if isinstance(e, Not):
+        a = rewrite(e.a, fn)
+        return e if a is e.a else Not(a)
+    if isinstance(e, Select):
+        parts = (rewrite(e.cond, fn), rewrite(e.true_value, fn), rewrite(e.false_value, fn))
+        return e if _same(parts, (e.cond, e.true_value, e.false_value)) else Select(*parts)
+    if isinstance(e, Cast):
+        v = rewrite(e.value, fn)
+        return e if v is e.value else Cast(e.type, v)
+    if isinstance(e, Call):
+        args = tuple(rewrite(a, fn) for a in e.args)
+        return e if _same(args, e.args) else Call(e.name, args, e.type)
     if isinstance(e, Reduce):
         where = None if e.where is None else rewrite(e.where, fn)
         return Reduce(e.combiner, rewrite(e.source, fn), e.axis, where)
     if hasattr(e, "map_children"):  # nodes of later layers (lowered buffer loads)
         return e.map_children(lambda c: rewrite(c, fn))
     return e
+
+
+def _same(new: tuple[Expr, ...], old: tuple[Expr, ...]) -> bool:
+    return builtins.all(x is y for x, y in zip(new, old))
 
 
 def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..lower.ir import PrimFunc
+from .names import Namer
 from .printer import CPrinter
 
 HEADER = """\
@@ -21,6 +22,11 @@ PORTABLE_HEADER = """\
 
 ALLOC = """\
 static inline void* asc_alloc(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }"""
+
+
+def function_name(name: str) -> str:
+    """The C identifier the emitter gives a function called ``name``."""
+    return Namer()(("func", name), name)
 
 
 def timing_entry(printer: CPrinter, func: PrimFunc, name: str) -> str:
@@ -56,4 +62,4 @@ def emit_c(func: PrimFunc, num_threads: int = 1, vector_bytes: int = 32, portabl
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["CPrinter", "emit_c"]
+__all__ = ["CPrinter", "emit_c", "function_name"]

@@ -38,6 +38,7 @@ class CPrinter:
         self.names = Namer()
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}  # name -> definition, printed before the function
+        self.memos: dict[str, tuple[dict, dict, dict]] = {}  # per vector loop variable, see vector.py
 
     # -- names and types
     def ctype(self, dtype: str) -> str:

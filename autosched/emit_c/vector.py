@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..dtypes import dtype as dtype_info
-from ..expr import BinOp, Const, Expr, Var, substitute, walk
+from ..expr import BinOp, Const, Expr, Var, children, substitute
 from ..lower.ir import BufLoad, For, Seq, Store
-from ..lower.simplify import linear, simplify
+from ..lower.simplify import linear, rebuild, simplify
 
 if TYPE_CHECKING:
     from .printer import CPrinter
@@ -24,13 +24,11 @@ VECTOR_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 INT_OF = {"float32": "int32_t", "float64": "int64_t"}
 
 
-def _depends(e: Expr, v: Var) -> bool:
-    return any(n == v for n in walk(e))
-
-
 class _VectorPrinter:
     def __init__(self, p: CPrinter, v: Var, dtype: str, lanes: int) -> None:
         self.p, self.v, self.dtype, self.lanes = p, v, dtype, lanes
+        # memos by node identity, shared by every vector loop over the same variable in this function
+        self._dep, self._lin, self._text = p.memos.setdefault(v.name, ({}, {}, {}))
         elem = p.ctype(dtype)
         self.vt = f"asc_{dtype}x{lanes}"
         nbytes = lanes * dtype_info(dtype).bytes
@@ -44,38 +42,94 @@ class _VectorPrinter:
             f"static inline {self.vt} {self.vt}_bcast({elem} x) {{ return ({self.vt}){{{', '.join(['x'] * lanes)}}}; }}"
         )
 
-    def at(self, e: Expr, base: Expr, lane: int = 0) -> Expr:
-        return simplify(substitute(e, {self.v: BinOp("add", base, Const(lane), "int32")}))
+    def depends(self, e: Expr) -> bool:
+        """Whether ``e`` uses the loop variable (memoized per node of this loop's body)."""
+        got = self._dep.get(id(e))
+        if got is None:
+            got = e == self.v if isinstance(e, Var) else any(self.depends(c) for c in children(e))
+            self._dep[id(e)] = got
+        return got
+
+    def _linear(self, index: Expr) -> tuple[dict[Expr, int], int, int | None]:
+        """(terms without the loop variable, constant, its coefficient or None if not affine)."""
+        got = self._lin.get(id(index))
+        if got is None and isinstance(index, BinOp) and index.op in ("add", "sub") and isinstance(index.b, Const):
+            terms, k, c = self._linear(index.a)
+            off = int(index.b.value)
+            got = (terms, k + off if index.op == "add" else k - off, c)
+            self._lin[id(index)] = got
+        if got is None:
+            terms, k = linear(index, {})
+            c = terms.pop(self.v, 0)
+            affine = not any(self.depends(t) for t in terms)
+            got = (terms, k, c if affine else None)
+            self._lin[id(index)] = got
+        return got
+
+    def at(self, index: Expr, base: Expr, lane: int = 0) -> str:
+        """C text of ``index`` at loop value ``base + lane``."""
+        terms, k, c = self._linear(index)
+        if c is not None and isinstance(base, Const):
+            offset = k + c * (int(base.value) + lane)
+            text = self._text.get(id(terms))
+            if text is None:
+                text = self._text[id(terms)] = self.p.expr(rebuild(terms, 0)) if terms else ""
+            if not text:
+                return str(offset)
+            return text if offset == 0 else f"{text} + {offset}" if offset > 0 else f"{text} - {-offset}"
+        return self.p.expr(simplify(substitute(index, {self.v: BinOp("add", base, Const(lane), "int32")})))
+
+    def scalar(self, e: Expr) -> str:
+        """C text of a loop-invariant expression (memoized)."""
+        text = self._text.get(id(e))
+        if text is None:
+            text = self._text[id(e)] = self.p.expr(e)
+        return text
 
     def coef(self, index: Expr) -> int | None:
-        terms, _ = linear(index, {})
-        c = terms.get(self.v, 0)
-        if any(_depends(t, self.v) for t in terms if t != self.v):
-            return None
-        return c
+        return self._linear(index)[2]
 
     def expr(self, e: Expr, base: Expr) -> str | None:
-        if not _depends(e, self.v):
-            if e.dtype != self.dtype:
-                return None
-            return f"{self.vt}_bcast({self.p.expr(e)})"
+        """Vector C text of ``e`` for lanes from ``base``, or None if it cannot be vectorized."""
+        got = self._vec(e, base)
+        if got is None or e.dtype != self.dtype:
+            return None
+        text, is_vector = got
+        return text if is_vector else f"{self.vt}_bcast({text})"
+
+    def _vec(self, e: Expr, base: Expr) -> tuple[str, bool] | None:
+        """(text, whether it is a vector) bottom-up; loop-invariant parts stay scalar text."""
         if isinstance(e, BufLoad):
-            name = self.p.buf(e.buffer)
+            terms, _, c = self._linear(e.index)
+            if c == 0:
+                return self.scalar(e), False
             if e.dtype != self.dtype:
                 return None
-            if self.coef(e.index) == 1:
-                return f"(*(const {self.vt}u*)&{name}[{self.p.expr(self.at(e.index, base))}])"
-            items = ", ".join(f"{name}[{self.p.expr(self.at(e.index, base, k))}]" for k in range(self.lanes))
-            return f"(({self.vt}){{{items}}})"
-        if isinstance(e, BinOp) and e.type == self.dtype:
-            a, b = self.expr(e.a, base), self.expr(e.b, base)
+            name = self.p.buf(e.buffer)
+            if c == 1:
+                return f"(*(const {self.vt}u*)&{name}[{self.at(e.index, base)}])", True
+            items = ", ".join(f"{name}[{self.at(e.index, base, k)}]" for k in range(self.lanes))
+            return f"(({self.vt}){{{items}}})", True
+        if isinstance(e, Var):
+            return None if e == self.v else (self.p.var(e), False)
+        if isinstance(e, Const):
+            return self.p.const(e), False
+        if isinstance(e, BinOp):
+            a, b = self._vec(e.a, base), self._vec(e.b, base)
             if a is None or b is None:
                 return None
+            if not (a[1] or b[1]):
+                return self.scalar(e), False
+            if e.type != self.dtype:
+                return None
+            ta = a[0] if a[1] else f"{self.vt}_bcast({a[0]})"
+            tb = b[0] if b[1] else f"{self.vt}_bcast({b[0]})"
             if e.op in VECTOR_OPS:
-                return f"({a} {VECTOR_OPS[e.op]} {b})"
+                return f"({ta} {VECTOR_OPS[e.op]} {tb})", True
             if e.op in ("min", "max"):
-                return f"{self.minmax(e.op)}({a}, {b})"
-        return None
+                return f"{self.minmax(e.op)}({ta}, {tb})", True
+            return None
+        return None if self.depends(e) else (self.scalar(e), False)
 
     def minmax(self, op: str) -> str:
         name = f"{self.vt}_{op}"
@@ -92,7 +146,7 @@ class _VectorPrinter:
         value = self.expr(s.value, base)
         if value is None:
             return None
-        return f"*({self.vt}u*)&{self.p.buf(s.buffer)}[{self.p.expr(self.at(s.index, base))}] = {value};"
+        return f"*({self.vt}u*)&{self.p.buf(s.buffer)}[{self.at(s.index, base)}] = {value};"
 
 
 def chunks_of(extent: int, width: int) -> list[int]:
@@ -121,7 +175,7 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     if s.extent % width == 0 and s.extent // width > MAX_UNROLLED_CHUNKS:
         chunk_var = Var(s.var.name + ".vec")
         base: Expr = BinOp("add", BinOp("mul", chunk_var, Const(width), "int32"), Const(s.begin), "int32")
-        lines = _chunk_lines(p, s, stores, base, width)
+        lines = _chunk_lines(p, s, stores, base, width, {})
         if lines is None:
             return False
         cv = p.var(chunk_var)
@@ -132,8 +186,9 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
         return True
     out: list[str] = []
     offset = s.begin
+    printers: dict[int, _VectorPrinter] = {}
     for lanes in chunks_of(s.extent, width):
-        lines = _chunk_lines(p, s, stores, Const(offset), lanes)
+        lines = _chunk_lines(p, s, stores, Const(offset), lanes, printers)
         if lines is None:
             return False
         out.extend(lines)
@@ -143,13 +198,16 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     return True
 
 
-def _chunk_lines(p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int) -> list[str] | None:
+def _chunk_lines(p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int,
+                 printers: dict[int, _VectorPrinter]) -> list[str] | None:
     """Statements for ``lanes`` iterations starting at ``base`` (scalar when ``lanes`` is 1)."""
     if lanes == 1:
         sub = {s.var: base}
         return [f"{p.buf(st.buffer)}[{p.expr(simplify(substitute(st.index, sub)))}] = "
                 f"{p.expr(simplify(substitute(st.value, sub)))};" for st in stores]
-    vp = _VectorPrinter(p, s.var, stores[0].buffer.dtype, lanes)
+    vp = printers.get(lanes)
+    if vp is None:
+        vp = printers[lanes] = _VectorPrinter(p, s.var, stores[0].buffer.dtype, lanes)
     lines = []
     for st in stores:
         text = vp.store(st, base)

@@ -48,7 +48,8 @@ class BufLoad(Expr):
         return (self.index,)
 
     def map_children(self, fn: Callable[[Expr], Expr]) -> BufLoad:
-        return BufLoad(self.buffer, fn(self.index))
+        index = fn(self.index)
+        return self if index is self.index else BufLoad(self.buffer, index)
 
     def render(self, fmt: Callable[[Expr], str]) -> str:
         return f"{self.buffer.name}[{fmt(self.index)}]"

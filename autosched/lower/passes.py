@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..expr import Cmp, Const, Expr, substitute
+from ..expr import BinOp, Cmp, Const, Expr, Var, children, rewrite, substitute
 from ..schedule import ScheduleError
 from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, seq
-from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, linear, simplify
+from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, is_int, linear, rebuild, simplify
 
 MAX_UNROLL_COPIES = 512
 
@@ -149,9 +149,10 @@ def unroll(s: Stmt, ranges: Ranges) -> Stmt:
         body = unroll(s.body, ranges)
         if s.kind == "unrolled" and s.extent * stmt_size(body) <= MAX_UNROLL_COPIES:
             copies = []
+            memo: dict[int, tuple] = {}
             for i in range(s.begin, s.begin + s.extent):
                 ranges[s.var] = (i, i)
-                copies.append(fold(map_stmt(body, lambda e, v=s.var, c=i: substitute(e, {v: Const(c)})), ranges))
+                copies.append(specialize(body, s.var, i, ranges, memo))
             ranges[s.var] = (s.begin, s.begin + s.extent - 1)
             return seq(c for c in copies if c != EMPTY)
         return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
@@ -161,6 +162,58 @@ def unroll(s: Stmt, ranges: Ranges) -> Stmt:
     if isinstance(s, Seq):
         return seq(unroll(x, ranges) for x in s.stmts)
     return s
+
+
+def uses(e: Expr, var: Var) -> bool:
+    """Whether ``e`` mentions ``var``."""
+    if isinstance(e, Var):
+        return e.name == var.name
+    return any(uses(c, var) for c in children(e))
+
+
+def specialize(s: Stmt, var: Var, value: int, ranges: Ranges, memo: dict[int, tuple] | None = None) -> Stmt:
+    """``s`` with ``var`` fixed to ``value``: only index expressions and guards that use ``var`` are
+    re-simplified (the rest of the tree is shared, which keeps unrolling cheap). ``memo`` keeps the
+    linear form of each index across the copies of one loop."""
+    memo = {} if memo is None else memo
+
+    def fn(e: Expr) -> Expr | None:
+        if is_int(e):
+            got = memo.get(id(e))
+            if got is None:
+                terms, k = linear(e, {})
+                c = terms.pop(var, 0)
+                shared = rebuild(terms, 0, e.dtype) if terms else None
+                got = memo[id(e)] = (e, shared, k, c, not any(uses(t, var) for t in terms))
+            _, shared, k, c, affine = got
+            if affine:
+                return e if c == 0 else with_offset(shared, k + c * value, e.dtype)
+            return simplify(substitute(e, {var: Const(value)}), ranges)
+        if isinstance(e, Cmp):
+            return simplify(substitute(e, {var: Const(value)}), ranges) if uses(e, var) else e
+        return None
+
+    if isinstance(s, Store):
+        return Store(s.buffer, rewrite(s.index, fn), rewrite(s.value, fn))
+    if isinstance(s, For):
+        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+        body = specialize(s.body, var, value, ranges, memo)
+        return EMPTY if body == EMPTY else For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else specialize(s.otherwise, var, value, ranges, memo)
+        return fold(IfThenElse(rewrite(s.cond, fn), specialize(s.then, var, value, ranges, memo), other), ranges)
+    if isinstance(s, Seq):
+        return seq(x for x in (specialize(x, var, value, ranges, memo) for x in s.stmts) if x != EMPTY)
+    return s
+
+
+def with_offset(terms: Expr | None, k: int, dtype: str) -> Expr:
+    """``terms + k`` built on the shared ``terms`` node (as ``rebuild`` would print it)."""
+    if terms is None:
+        return Const(k, dtype)
+    if k == 0:
+        return terms
+    return BinOp("add" if k > 0 else "sub", terms, Const(abs(k), dtype), dtype)
 
 
 def stmt_size(s: Stmt) -> int:
