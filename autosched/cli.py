@@ -1,0 +1,138 @@
+"""The ``autosched`` command (also ``python -m autosched``).
+
+    autosched ops                          list the built-in workloads and their parameters
+    autosched run WORKLOAD ARGS... [--target T] [--rounds N] [--json]
+                                           build a workload's CPU schedule, check it against the
+                                           numpy reference and time both side by side
+
+Every error ends with one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import statistics
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from .driver import build
+from .ops import Workload, get_workload, list_workloads
+from .ops.schedules import conv2d_nchw_cpu, matmul_cpu
+from .schedule import Schedule, ScheduleError, create_schedule
+from .target import Target, TargetError
+
+#: hand-written schedules by workload name; other workloads use the default schedule
+SCHEDULES: dict[str, Callable[..., Schedule]] = {"matmul": matmul_cpu, "conv2d_nchw": conv2d_nchw_cpu}
+
+#: numpy itself (BLAS, in the workload's dtype) where it has the operation; otherwise the reference
+NUMPY: dict[str, Callable[[Workload], Callable[..., object]]] = {
+    "matmul": lambda wl: (lambda a, b: a @ b.T) if wl.args[4] else (lambda a, b: a @ b),
+    "batch_matmul": lambda wl: np.matmul,
+    "dense": lambda wl: lambda x, w, bias: np.maximum(x @ w.T + bias, 0),
+}
+
+
+def parse_value(text: str) -> object:
+    """A workload argument from the command line: int, float, bool or string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    for info in list_workloads():
+        print(f"{info.name}{info.signature}")
+        if info.doc:
+            print(f"    {info.doc}")
+    return 0
+
+
+def _schedule(wl: Workload, target: Target) -> tuple[Schedule, str]:
+    tensors = wl.tensors()
+    make = SCHEDULES.get(wl.name)
+    if make is not None and not (wl.name == "matmul" and wl.args[4]):
+        return make(tensors, target), f"autosched.ops.schedules.{make.__name__}"
+    return create_schedule(wl.outputs), "default schedule"
+
+
+def _blas_threads(n: int) -> contextlib.AbstractContextManager[object]:
+    """Limit numpy's BLAS to the kernel's thread count (when threadpoolctl is installed)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(n)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
+    target = Target.parse(args.target)
+    sched, how = _schedule(wl, target)
+    kernel = build(sched, wl.tensors(), target)
+    inputs = wl.random_inputs(0)
+    outputs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
+    kernel(*inputs, *outputs)
+    expected = wl.reference(*inputs)
+    for got, want in zip(outputs, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max())))
+    baseline = NUMPY[wl.name](wl) if wl.name in NUMPY else wl.reference
+    baseline_name = "numpy" if wl.name in NUMPY else "numpy reference implementation"
+    ours, ref = [], []
+    with _blas_threads(target.num_threads or 1):
+        for _ in range(args.rounds):
+            ours.append(kernel.time(*inputs, *outputs, number=1, repeat=1, min_repeat_ms=50)[0])
+            t0 = time.perf_counter()
+            baseline(*inputs)
+            ref.append(time.perf_counter() - t0)
+    flops = wl.flops()
+    t_ours, t_ref = statistics.median(ours), statistics.median(ref)
+    summary = {
+        "workload": wl.key, "target": str(target), "schedule": how, "checked": True, "baseline": baseline_name,
+        "autosched_ms": t_ours * 1e3, "numpy_ms": t_ref * 1e3,
+        "autosched_gflops": flops / t_ours / 1e9, "numpy_gflops": flops / t_ref / 1e9,
+        "speedup_vs_numpy": t_ref / t_ours,
+    }
+    if args.json:
+        print(json.dumps(summary))
+        return 0
+    print(f"{wl} on {target}")
+    print(f"  schedule : {how} (output matches the numpy reference)")
+    print(f"  autosched: {t_ours * 1e3:9.3f} ms  {summary['autosched_gflops']:8.1f} GFLOP/s")
+    print(f"  numpy    : {t_ref * 1e3:9.3f} ms  {summary['numpy_gflops']:8.1f} GFLOP/s  ({baseline_name})")
+    print(f"  speed-up : {summary['speedup_vs_numpy']:.2f}x (medians of {args.rounds} rounds)")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autosched", description="autotuning SDK for tensor programs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("ops", help="list built-in workloads").set_defaults(func=cmd_ops)
+    run = sub.add_parser("run", help="build, check and time a workload's CPU schedule against numpy")
+    run.add_argument("workload")
+    run.add_argument("args", nargs="*", help="workload arguments, e.g. 1024 1024 1024")
+    run.add_argument("--target", default="c", help="target string, e.g. 'c -num-threads=1'")
+    run.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
+    run.add_argument("--json", action="store_true", help="print one JSON summary object")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, TypeError, TargetError, ScheduleError, RuntimeError, AssertionError, OSError) as err:
+        message = str(err).strip().splitlines()
+        print(f"autosched: error: {message[0] if message else type(err).__name__}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
