@@ -17,7 +17,7 @@ import json
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
     kernel(*inputs, *outputs)
     expected = wl.reference(*inputs)
-    for got, want in zip(outputs, expected):
+    for got, want in zip(outputs, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max())))
     baseline = NUMPY[wl.name](wl) if wl.name in NUMPY else wl.reference
     baseline_name = "numpy" if wl.name in NUMPY else "numpy reference implementation"
@@ -94,9 +94,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     flops = wl.flops()
     t_ours, t_ref = statistics.median(ours), statistics.median(ref)
     summary = {
-        "workload": wl.key, "target": str(target), "schedule": how, "checked": True, "baseline": baseline_name,
-        "autosched_ms": t_ours * 1e3, "numpy_ms": t_ref * 1e3,
-        "autosched_gflops": flops / t_ours / 1e9, "numpy_gflops": flops / t_ref / 1e9,
+        "workload": wl.key,
+        "target": str(target),
+        "schedule": how,
+        "checked": True,
+        "baseline": baseline_name,
+        "autosched_ms": t_ours * 1e3,
+        "numpy_ms": t_ref * 1e3,
+        "autosched_gflops": flops / t_ours / 1e9,
+        "numpy_gflops": flops / t_ref / 1e9,
         "speedup_vs_numpy": t_ref / t_ours,
     }
     if args.json:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .emit_c import emit_c, function_name
 from .expr import Operation, Tensor, as_tensors
@@ -22,14 +22,21 @@ def lower(sched: Schedule, args: Sequence[Tensor | Operation], name: str = "defa
     return _lower(sched, as_tensors(list(args)), name)
 
 
-def emit(sched: Schedule, args: Sequence[Tensor | Operation], target: TargetLike = "c",
-         name: str = "default_function", portable: bool = False) -> str:
+def emit(
+    sched: Schedule,
+    args: Sequence[Tensor | Operation],
+    target: TargetLike = "c",
+    name: str = "default_function",
+    portable: bool = False,
+) -> str:
     """Source text of the kernel for ``target`` (C today; ``portable`` gives strict C99)."""
     tgt = Target.parse(target)
     if tgt.kind != "c":
         raise NotImplementedError(f"emitting for {tgt.kind!r} targets is not available yet; use 'c'")
     func = _lower(sched, as_tensors(list(args)), name)
-    return emit_c(func, num_threads=tgt.num_threads or 1, vector_bytes=tgt.vector_bytes or 16, portable=portable)
+    return emit_c(
+        func, num_threads=tgt.num_threads or 1, vector_bytes=tgt.vector_bytes or 16, portable=portable
+    )
 
 
 def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
@@ -37,8 +44,12 @@ def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
     return [ArgSpec(t.name, tuple(t.shape), t.dtype, t.name in sched.outputs) for t in args]
 
 
-def build(sched: Schedule, args: Sequence[Tensor | Operation], target: TargetLike = "c",
-          name: str = "default_function") -> Kernel:
+def build(
+    sched: Schedule,
+    args: Sequence[Tensor | Operation],
+    target: TargetLike = "c",
+    name: str = "default_function",
+) -> Kernel:
     """Compile ``sched`` for ``target`` (cached by content) and return a callable over numpy arrays.
 
     The callable checks every array's shape, dtype and layout before any C code runs.

@@ -13,13 +13,14 @@ from __future__ import annotations
 import builtins
 import hashlib
 import inspect
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import Any, Union
 
 from .dtypes import dtype as _dtype
 from .dtypes import promote
 
-ExprLike = Union["Expr", "IterVar", int, float, bool]
+ExprLike = Union["_Ops", int, float, bool]
 
 
 class _Ops:
@@ -278,6 +279,15 @@ class PlaceholderOp:
     dtype: str
 
     @property
+    def axis(self) -> tuple[IterVar, ...]:
+        """An input has no loops (present so every stage's ``op.axis`` can be read)."""
+        return ()
+
+    @property
+    def reduce_axis(self) -> tuple[IterVar, ...]:
+        return ()
+
+    @property
     def input_tensors(self) -> tuple[Tensor, ...]:
         return ()
 
@@ -319,7 +329,7 @@ class ComputeOp:
         return Tensor(self)
 
 
-Operation = Union[PlaceholderOp, ComputeOp]
+Operation = PlaceholderOp | ComputeOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -524,7 +534,9 @@ def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001 - te's name
     return _math("pow", x, y)
 
 
-def _reduce(combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None) -> Reduce:
+def _reduce(
+    combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None
+) -> Reduce:
     axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
     if not axes:
         raise ValueError(f"{combiner}: give at least one reduce_axis")
@@ -567,7 +579,7 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _check_shape(shape: Iterable[int], name: str) -> tuple[int, ...]:
+def _check_shape(shape: Iterable[int] | int, name: str) -> tuple[int, ...]:
     shp = tuple(shape) if not isinstance(shape, int) else (shape,)
     for s in shp:
         if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
@@ -601,8 +613,10 @@ def compute(
     else:
         names = [p.name for p in params]
     if len(names) != len(shp):
-        raise ValueError(f"compute {name!r}: shape has {len(shp)} dims but fcompute takes {len(names)} indices")
-    axis = tuple(IterVar(Var(n), s, "data") for n, s in zip(names, shp))
+        raise ValueError(
+            f"compute {name!r}: shape has {len(shp)} dims but fcompute takes {len(names)} indices"
+        )
+    axis = tuple(IterVar(Var(n), s, "data") for n, s in zip(names, shp, strict=True))
     body = as_expr(fcompute(*(iv.var for iv in axis)))
     for node in walk(body):
         if isinstance(node, Reduce) and node is not body:
@@ -687,7 +701,7 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
 
 
 def _same(new: tuple[Expr, ...], old: tuple[Expr, ...]) -> bool:
-    return builtins.all(x is y for x, y in zip(new, old))
+    return builtins.all(x is y for x, y in zip(new, old, strict=True))
 
 
 def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
@@ -699,8 +713,22 @@ def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
 
 # ---------------------------------------------------------------------------- printing, DAG keys
 
-_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
-        "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+_SYM = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "floormod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "&&",
+    "or": "||",
+}
 
 
 def to_str(e: Expr) -> str:

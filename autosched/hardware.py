@@ -46,8 +46,16 @@ ARCH_DEFAULTS: dict[str, Hardware] = {
 #: Parameters for an architecture not in ARCH_DEFAULTS.
 GENERIC = Hardware(cores=1, vector_bytes=16, l1=32 << 10, l2=256 << 10, l3=0)
 
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "i386": "x86", "i486": "x86", "i586": "x86",
-                 "i686": "x86", "arm64": "aarch64", "ppc64le": "ppc64"}
+_ARCH_ALIASES = {
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "i386": "x86",
+    "i486": "x86",
+    "i586": "x86",
+    "i686": "x86",
+    "arm64": "aarch64",
+    "ppc64le": "ppc64",
+}
 _X86_VECTOR_FLAGS = (("avx512f", 64), ("avx2", 32), ("avx", 32))
 
 
@@ -122,5 +130,3 @@ def compiler_arch(cc: str, mtriple: str | None = None) -> str:
         return host_arch()
     machine = out.stdout.strip()
     return normalize_arch(machine.split("-")[0]) if machine else host_arch()
-
-

@@ -8,12 +8,14 @@ the records alone, which is how tuning logs are turned back into programs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any
 
 from . import steps as st
 from .expr import (
     ComputeOp,
+    Expr,
     IterVar,
     Load,
     Operation,
@@ -28,7 +30,15 @@ from .expr import (
 from .transform import make_cache_op, make_rfactor_ops
 
 ANNOTATIONS = ("vectorize", "unroll", "parallel")
-THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")
+THREAD_TAGS = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread",
+)
 PRAGMAS = ("auto_unroll_max_step",)
 SCOPES = ("global", "shared", "local")
 
@@ -91,7 +101,9 @@ class Stage:
         self.leaves = list(self.kinds)
 
     # -- te-style primitives: each records a step
-    def split(self, axis: IterVar | str, factor: int | None = None, nparts: int | None = None) -> tuple[IterVar, IterVar]:
+    def split(
+        self, axis: IterVar | str, factor: int | None = None, nparts: int | None = None
+    ) -> tuple[IterVar, IterVar]:
         """Split ``axis`` into (outer, inner) by an inner ``factor`` or a number of outer ``nparts``."""
         pos = self.leaves.index(_name(axis)) if _name(axis) in self.leaves else 0
         self.schedule.apply(st.SplitStep(self.name, _name(axis), factor, nparts))
@@ -226,9 +238,10 @@ class Schedule:
         handler = _HANDLERS.get(type(step))
         if handler is None:
             raise ScheduleError(f"no handler for step {step!r}")
-        stage = self.stages.get(step.stage)  # type: ignore[attr-defined]
+        name: str = getattr(step, "stage", "")
+        stage = self.stages.get(name)
         if stage is None:
-            raise ScheduleError(f"{step.kind}: no stage named {step.stage!r}")  # type: ignore[attr-defined]
+            raise ScheduleError(f"{step.kind}: no stage named {name!r}")
         try:
             handler(self, stage, step)
         except ScheduleError as err:
@@ -249,8 +262,11 @@ class Schedule:
 
     def readers(self, name: str) -> list[Stage]:
         """Stages whose expression reads tensor ``name`` directly."""
-        return [s for s in self.stages.values() if isinstance(s.op, ComputeOp)
-                and any(t.name == name for t in s.op.input_tensors)]
+        return [
+            s
+            for s in self.stages.values()
+            if isinstance(s.op, ComputeOp) and any(t.name == name for t in s.op.input_tensors)
+        ]
 
 
 def create_schedule(outputs: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:
@@ -298,7 +314,7 @@ def _reorder(s: Schedule, stage: Stage, step: st.ReorderStep) -> None:
     if len(set(step.order)) != len(step.order):
         raise ScheduleError(f"repeated axis in {list(step.order)}")
     positions = sorted(_leaf(stage, a) for a in step.order)
-    for pos, name in zip(positions, step.order):
+    for pos, name in zip(positions, step.order, strict=True):
         stage.leaves[pos] = name
 
 
@@ -333,8 +349,10 @@ def _annotate(s: Schedule, stage: Stage, step: st.AnnotateStep) -> None:
     if step.annotation not in ANNOTATIONS:
         raise ScheduleError(f"unknown annotation {step.annotation!r}; known: {ANNOTATIONS}")
     if stage.kinds[step.axis] == "reduce" and step.annotation in ("vectorize", "parallel"):
-        raise ScheduleError(f"cannot {step.annotation} reduction axis {step.axis!r}: iterations would race "
-                            "on the same output element (use rfactor first)")
+        raise ScheduleError(
+            f"cannot {step.annotation} reduction axis {step.axis!r}: iterations would race "
+            "on the same output element (use rfactor first)"
+        )
     old = stage.annotations.get(step.axis)
     if old is not None and old != step.annotation:
         raise ScheduleError(f"axis {step.axis!r} is already annotated {old!r}")
@@ -366,7 +384,7 @@ def effective_readers(s: Schedule, name: str) -> list[Stage]:
     """Stages that read ``name`` directly or through inlined stages."""
     out: list[Stage] = []
     for r in s.readers(name):
-        for x in (effective_readers(s, r.name) if r.attach == ("inline",) else [r]):
+        for x in effective_readers(s, r.name) if r.attach == ("inline",) else [r]:
             if x not in out:
                 out.append(x)
     return out
@@ -393,7 +411,9 @@ def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
     _leaf(target, step.axis)
     readers = effective_readers(s, stage.name)
     if len(readers) != 1:
-        raise ScheduleError(f"{stage.name} is read by {[r.name for r in readers]}; compute_at needs a sole consumer")
+        raise ScheduleError(
+            f"{stage.name} is read by {[r.name for r in readers]}; compute_at needs a sole consumer"
+        )
     if target.name not in _downstream(s, stage.name):
         raise ScheduleError(f"{step.target} does not consume {stage.name}; compute_at needs a consumer loop")
     node = target
@@ -454,7 +474,7 @@ def _cache_read(s: Schedule, stage: Stage, step: st.CacheReadStep) -> None:
         old = reader.op
         assert isinstance(old, ComputeOp)
 
-        def swap(e, src=stage.name, dst=cache):  # type: ignore[no-untyped-def]
+        def swap(e: Expr, src: str = stage.name, dst: Tensor = cache) -> Expr | None:
             if isinstance(e, Load) and e.tensor.name == src:
                 return Load(dst, tuple(rewrite(i, swap) for i in e.indices))
             return None
@@ -474,9 +494,12 @@ def _rfactor(s: Schedule, stage: Stage, step: st.RfactorStep) -> None:
     _leaf(stage, step.axis)
     if not 0 <= step.factor_axis <= len(op.axis):
         raise ScheduleError(f"factor_axis must be in [0, {len(op.axis)}], got {step.factor_axis}")
-    split = next((r for r in stage.relations if isinstance(r, SplitRel) and step.axis in (r.outer, r.inner)), None)
-    if split is not None and any(isinstance(r, SplitRel) and r.parent == split.parent and r is not split
-                                 for r in stage.relations):
+    split = next(
+        (r for r in stage.relations if isinstance(r, SplitRel) and step.axis in (r.outer, r.inner)), None
+    )
+    if split is not None and any(
+        isinstance(r, SplitRel) and r.parent == split.parent and r is not split for r in stage.relations
+    ):
         raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
     if split is not None and split.parent not in {iv.name for iv in op.reduce_axis}:
         raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
@@ -488,7 +511,7 @@ def _rfactor(s: Schedule, stage: Stage, step: st.RfactorStep) -> None:
     stage.reset(new_op)
 
 
-_HANDLERS = {
+_HANDLERS: dict[type, Callable[[Schedule, Stage, Any], None]] = {
     st.SplitStep: _split,
     st.ReorderStep: _reorder,
     st.FuseStep: _fuse,

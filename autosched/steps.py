@@ -8,6 +8,7 @@ JSON and back without the objects that made them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -42,7 +43,7 @@ class Step:
         return cls(**args)
 
 
-def _step(kind: str):  # type: ignore[no-untyped-def]
+def _step(kind: str) -> Callable[[type[Step]], type[Step]]:
     def register(cls: type[Step]) -> type[Step]:
         cls.kind = kind
         Step.registry[kind] = cls

@@ -81,5 +81,7 @@ def make_rfactor_ops(
     axis_out = tuple(IterVar(Var(iv.name), iv.extent, "data") for iv in op.axis)
     idx = [iv.var for iv in axis_out]
     idx.insert(factor_axis, final_red.var)
-    final = ComputeOp(op.name, axis_out, Reduce(body.combiner, Load(Tensor(rf), tuple(idx)), (final_red,)), op.tag)
+    final = ComputeOp(
+        op.name, axis_out, Reduce(body.combiner, Load(Tensor(rf), tuple(idx)), (final_red,)), op.tag
+    )
     return rf, final

@@ -23,8 +23,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--layer", type=int, nargs=7, default=[64, 56, 56, 64, 3, 1, 1],
-                    metavar=("C", "H", "W", "K", "R", "STRIDE", "PAD"))
+    ap.add_argument(
+        "--layer",
+        type=int,
+        nargs=7,
+        default=[64, 56, 56, 64, 3, 1, 1],
+        metavar=("C", "H", "W", "K", "R", "STRIDE", "PAD"),
+    )
     args = ap.parse_args()
     try:
         import torch
@@ -51,17 +56,24 @@ def main() -> None:
             return torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)
 
         torch_conv()
-        times = interleaved({
-            "autosched": lambda: f.time(data, kernel, out, number=number, repeat=1)[0],
-            "pytorch": wall_timer(torch_conv, number),
-        }, args.rounds)
+        times = interleaved(
+            {
+                "autosched": lambda k=f, n=number: k.time(data, kernel, out, number=n, repeat=1)[0],
+                "pytorch": wall_timer(torch_conv, number),
+            },
+            args.rounds,
+        )
         ours, ref = median(times["autosched"]), median(times["pytorch"])
         rows.append([threads, flops / ours / 1e9, flops / ref / 1e9, f"{ref / ours:.2f}"])
-        record[f"{threads}_threads"] = {"autosched_s": times["autosched"], "pytorch_s": times["pytorch"],
-                                        "ratio_vs_pytorch": ref / ours}
+        record[f"{threads}_threads"] = {
+            "autosched_s": times["autosched"],
+            "pytorch_s": times["pytorch"],
+            "ratio_vs_pytorch": ref / ours,
+        }
     print_table(["threads", "autosched GFLOP/s", "PyTorch GFLOP/s", "autosched/PyTorch"], rows)
-    path = write_results(f"conv2d_{c}_{h}_{w}_{k}_{r}_{stride}_{pad}",
-                         {"torch": torch.__version__, "flops": flops, **record})
+    path = write_results(
+        f"conv2d_{c}_{h}_{w}_{k}_{r}_{stride}_{pad}", {"torch": torch.__version__, "flops": flops, **record}
+    )
     print(f"results: {path}")
 
 

@@ -1,6 +1,6 @@
 """Python-side cost per candidate: lower + emit of the tiled conv2d schedule (and matmul).
 
-    python benchmarks/bench_lower_emit.py [--repeat 50]
+python benchmarks/bench_lower_emit.py [--repeat 50]
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=50)
     args = ap.parse_args()
     cases = {
-        "conv2d_nchw(1,64,56,56,64,3,3,1,1)": (conv2d_nchw_cpu, ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1))),
+        "conv2d_nchw(1,64,56,56,64,3,3,1,1)": (
+            conv2d_nchw_cpu,
+            ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1)),
+        ),
         "matmul(1024,1024,1024)": (matmul_cpu, ("matmul", (1024, 1024, 1024))),
     }
     rows, record = [], {}

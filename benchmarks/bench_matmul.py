@@ -41,14 +41,20 @@ def main() -> None:
         np.testing.assert_allclose(c, wl.reference(a, b)[0], rtol=1e-3, atol=1e-3)
         number = max(1, int(0.2 / (flops / 100e9)))
         with threadpool_limits(threads):
-            times = interleaved({
-                "autosched": lambda: kernel.time(a, b, c, number=number, repeat=1)[0],
-                "numpy": wall_timer(lambda: a @ b, number),
-            }, args.rounds)
+            times = interleaved(
+                {
+                    "autosched": lambda k=kernel, n=number: k.time(a, b, c, number=n, repeat=1)[0],
+                    "numpy": wall_timer(lambda: a @ b, number),
+                },
+                args.rounds,
+            )
         ours, ref = median(times["autosched"]), median(times["numpy"])
         rows.append([threads, flops / ours / 1e9, flops / ref / 1e9, f"{ref / ours:.2f}"])
-        record[f"{threads}_threads"] = {"autosched_s": times["autosched"], "numpy_s": times["numpy"],
-                                        "ratio_vs_numpy": ref / ours}
+        record[f"{threads}_threads"] = {
+            "autosched_s": times["autosched"],
+            "numpy_s": times["numpy"],
+            "ratio_vs_numpy": ref / ours,
+        }
     tensors = wl.tensors()
     naive = asc.build(asc.create_schedule(tensors[-1]), tensors, "c -num-threads=1")
     naive_s = median(naive.time(a, b, c, number=1, repeat=3))

@@ -8,8 +8,8 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -31,8 +31,11 @@ def blas_info() -> str:
         from threadpoolctl import threadpool_info
     except ImportError:
         return "unknown (pip install threadpoolctl)"
-    libs = [f"{i['internal_api']} {i.get('architecture', '?')} {i.get('version', '')}".strip()
-            for i in threadpool_info() if i["user_api"] == "blas"]
+    libs = [
+        f"{i['internal_api']} {i.get('architecture', '?')} {i.get('version', '')}".strip()
+        for i in threadpool_info()
+        if i["user_api"] == "blas"
+    ]
     return ", ".join(libs) or "none found"
 
 
@@ -78,8 +81,13 @@ def median(xs: list[float]) -> float:
 def write_results(name: str, payload: dict) -> Path:
     """Write ``results/NAME.json`` with the date and machine added; return its path."""
     RESULTS.mkdir(exist_ok=True)
-    payload = {"benchmark": name, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": cpu_name(),
-               "cores": os.cpu_count(), **payload}
+    payload = {
+        "benchmark": name,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        **payload,
+    }
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
@@ -90,6 +98,6 @@ def print_table(headers: list[str], rows: list[list[object]]) -> None:
     cells = [headers] + [[f"{c:.1f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, r in enumerate(cells):
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
         if n == 0:
             print("  ".join("-" * w for w in widths))

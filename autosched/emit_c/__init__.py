@@ -33,15 +33,17 @@ def timing_entry(printer: CPrinter, func: PrimFunc, name: str) -> str:
     """``double <name>__time(args..., int number)``: seconds for ``number`` calls, timed in C."""
     params = ", ".join(f"{printer.ctype(b.dtype)}* {printer.buf(b)}" for b in func.args)
     call_args = ", ".join(printer.buf(b) for b in func.args)
-    return "\n".join([
-        f"double {name}__time({params}, int number) {{",
-        "  struct timespec t0, t1;",
-        "  clock_gettime(CLOCK_MONOTONIC, &t0);",
-        f"  for (int r = 0; r < number; ++r) {{ if ({name}({call_args}) != 0) return -1.0; }}",
-        "  clock_gettime(CLOCK_MONOTONIC, &t1);",
-        "  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
-        "}",
-    ])
+    return "\n".join(
+        [
+            f"double {name}__time({params}, int number) {{",
+            "  struct timespec t0, t1;",
+            "  clock_gettime(CLOCK_MONOTONIC, &t0);",
+            f"  for (int r = 0; r < number; ++r) {{ if ({name}({call_args}) != 0) return -1.0; }}",
+            "  clock_gettime(CLOCK_MONOTONIC, &t1);",
+            "  return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);",
+            "}",
+        ]
+    )
 
 
 def emit_c(func: PrimFunc, num_threads: int = 1, vector_bytes: int = 32, portable: bool = False) -> str:

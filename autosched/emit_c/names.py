@@ -5,10 +5,56 @@ from __future__ import annotations
 import re
 
 C_KEYWORDS = frozenset(
-    """auto break case char const continue default do double else enum extern float for goto if
-    inline int long register restrict return short signed sizeof static struct switch typedef union
-    unsigned void volatile while _Bool _Complex _Imaginary bool true false NULL main kernel global
-    local constant private half""".split()
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "_Bool",
+        "_Complex",
+        "_Imaginary",
+        "bool",
+        "true",
+        "false",
+        "NULL",
+        "main",
+        "kernel",
+        "global",
+        "local",
+        "constant",
+        "private",
+        "half",
+    ]
 )
 
 

@@ -11,8 +11,20 @@ from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
 from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .names import Namer
 
-INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-         "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+    "and": "&&",
+    "or": "||",
+}
 
 
 class CPrinter:
@@ -173,8 +185,10 @@ class CPrinter:
 
     # -- whole function
     def signature(self, func: PrimFunc, name: str) -> str:
-        params = ", ".join(f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
-                           for b in func.args)
+        params = ", ".join(
+            f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
+            for b in func.args
+        )
         return f"{self.func_qualifier}int {name}({params})"
 
     def function(self, func: PrimFunc) -> tuple[str, str]:
@@ -187,7 +201,9 @@ class CPrinter:
         for b in heap:
             size = f"sizeof({self.ctype(b.dtype)}) * {b.size}"
             alloc = f"malloc({size})" if self.portable else f"asc_alloc({size})"
-            self.emit(f"{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)} = ({self.ctype(b.dtype)}*){alloc};", 1)
+            self.emit(
+                f"{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)} = ({self.ctype(b.dtype)}*){alloc};", 1
+            )
         if heap:
             failed = " || ".join(f"!{self.buf(b)}" for b in heap)
             frees = " ".join(f"free({self.buf(b)});" for b in heap)

@@ -34,13 +34,14 @@ class _VectorPrinter:
         nbytes = lanes * dtype_info(dtype).bytes
         ivt = f"asc_i{dtype}x{lanes}"
         self.ivt = ivt
-        p.helpers[self.vt] = (
-            f"typedef {elem} {self.vt} __attribute__((vector_size({nbytes})));\n"
-            f"typedef {elem} {self.vt}u __attribute__((vector_size({nbytes}), aligned({dtype_info(dtype).bytes}), "
-            f"may_alias));\n"
-            f"typedef {INT_OF[dtype]} {ivt} __attribute__((vector_size({nbytes})));\n"
-            f"static inline {self.vt} {self.vt}_bcast({elem} x) {{ return ({self.vt}){{{', '.join(['x'] * lanes)}}}; }}"
-        )
+        align = dtype_info(dtype).bytes
+        splat = ", ".join(["x"] * lanes)
+        p.helpers[self.vt] = "\n".join([
+            f"typedef {elem} {self.vt} __attribute__((vector_size({nbytes})));",
+            f"typedef {elem} {self.vt}u __attribute__((vector_size({nbytes}), aligned({align}), may_alias));",
+            f"typedef {INT_OF[dtype]} {ivt} __attribute__((vector_size({nbytes})));",
+            f"static inline {self.vt} {self.vt}_bcast({elem} x) {{ return ({self.vt}){{{splat}}}; }}",
+        ])
 
     def depends(self, e: Expr) -> bool:
         """Whether ``e`` uses the loop variable (memoized per node of this loop's body)."""
@@ -53,7 +54,12 @@ class _VectorPrinter:
     def _linear(self, index: Expr) -> tuple[dict[Expr, int], int, int | None]:
         """(terms without the loop variable, constant, its coefficient or None if not affine)."""
         got = self._lin.get(id(index))
-        if got is None and isinstance(index, BinOp) and index.op in ("add", "sub") and isinstance(index.b, Const):
+        if (
+            got is None
+            and isinstance(index, BinOp)
+            and index.op in ("add", "sub")
+            and isinstance(index.b, Const)
+        ):
             terms, k, c = self._linear(index.a)
             off = int(index.b.value)
             got = (terms, k + off if index.op == "add" else k - off, c)
@@ -164,10 +170,11 @@ def chunks_of(extent: int, width: int) -> list[int]:
 
 def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     """Print ``s`` as vector statements; return False (printing nothing) if it does not fit."""
-    stores = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
-    if not stores or not all(isinstance(x, Store) for x in stores):
+    body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
+    stores = [x for x in body if isinstance(x, Store)]
+    if not stores or len(stores) != len(body):
         return False
-    dtypes = {x.buffer.dtype for x in stores}  # type: ignore[union-attr]
+    dtypes = {x.buffer.dtype for x in stores}
     if len(dtypes) != 1 or next(iter(dtypes)) not in INT_OF:
         return False
     dtype = dtypes.pop()
@@ -198,13 +205,17 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     return True
 
 
-def _chunk_lines(p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int,
-                 printers: dict[int, _VectorPrinter]) -> list[str] | None:
+def _chunk_lines(
+    p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int, printers: dict[int, _VectorPrinter]
+) -> list[str] | None:
     """Statements for ``lanes`` iterations starting at ``base`` (scalar when ``lanes`` is 1)."""
     if lanes == 1:
         sub = {s.var: base}
-        return [f"{p.buf(st.buffer)}[{p.expr(simplify(substitute(st.index, sub)))}] = "
-                f"{p.expr(simplify(substitute(st.value, sub)))};" for st in stores]
+        return [
+            f"{p.buf(st.buffer)}[{p.expr(simplify(substitute(st.index, sub)))}] = "
+            f"{p.expr(simplify(substitute(st.value, sub)))};"
+            for st in stores
+        ]
     vp = printers.get(lanes)
     if vp is None:
         vp = printers[lanes] = _VectorPrinter(p, s.var, stores[0].buffer.dtype, lanes)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..expr import Tensor
 from ..schedule import Schedule
@@ -11,7 +11,9 @@ from .lowering import Lowerer
 from .passes import auto_unroll, check_loops, fold, partition, unroll
 
 
-def lower(sched: Schedule, args: Sequence[Tensor], name: str = "default_function", gpu: bool = False) -> PrimFunc:
+def lower(
+    sched: Schedule, args: Sequence[Tensor], name: str = "default_function", gpu: bool = False
+) -> PrimFunc:
     """Lower ``sched`` over the arguments ``args`` (inputs, then outputs) to loop-nest IR.
 
     Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part

@@ -23,8 +23,9 @@ def _split_free(lin: Linear, free: dict[Var, int]) -> tuple[Linear, int, int] | 
     return (fixed, 0), k + low, span + 1
 
 
-def infer_region(producer: Operation, consumer_body: Expr, free: dict[Var, int],
-                 ranges: Ranges) -> tuple[list[Expr], list[int]]:
+def infer_region(
+    producer: Operation, consumer_body: Expr, free: dict[Var, int], ranges: Ranges
+) -> tuple[list[Expr], list[int]]:
     """Per dimension of ``producer``: (base expression, extent) covering every read in the body.
 
     ``free`` maps the loop variables that vary inside the attach point to their extents; all other

@@ -7,8 +7,8 @@ barriers.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from ..expr import Expr, Var, to_str
 

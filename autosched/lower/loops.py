@@ -56,18 +56,20 @@ def build_loop_nest(stage: Stage, root_extents: dict[str, int], prefix: str) -> 
         ann = stage.annotations.get(name)
         kind = KIND_OF.get(ann, "thread") if ann else "serial"
         pragma = stage.pragmas.get(name, {}).get("auto_unroll_max_step")
-        leaves.append(Leaf(name, var, ext[name], stage.kinds[name], kind, ann if kind == "thread" else None, pragma))
+        leaves.append(
+            Leaf(name, var, ext[name], stage.kinds[name], kind, ann if kind == "thread" else None, pragma)
+        )
         values[name] = var
     preds: list[Expr] = []
     for rel in reversed(stage.relations):
         if isinstance(rel, FuseRel):
-            fused, n_in = values[rel.fused], Const(ext[rel.inner])
-            values[rel.outer] = BinOp("floordiv", fused, n_in, "int32")
-            values[rel.inner] = BinOp("floormod", fused, n_in, "int32")
+            fused, inner_extent = values[rel.fused], Const(ext[rel.inner])
+            values[rel.outer] = BinOp("floordiv", fused, inner_extent, "int32")
+            values[rel.inner] = BinOp("floormod", fused, inner_extent, "int32")
         else:
             n_in = ext[rel.inner]
-            outer = values[rel.outer]
-            scaled = outer if n_in == 1 else BinOp("mul", outer, Const(n_in), "int32")
+            outer_value = values[rel.outer]
+            scaled = outer_value if n_in == 1 else BinOp("mul", outer_value, Const(n_in), "int32")
             values[rel.parent] = BinOp("add", scaled, values[rel.inner], "int32")
             if ext[rel.outer] * n_in > ext[rel.parent]:
                 preds.append(compare("lt", values[rel.parent], ext[rel.parent]))

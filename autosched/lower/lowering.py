@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..expr import (
     BinOp,
@@ -59,7 +59,9 @@ class Lowerer:
                 raise ValueError(f"argument {t.name!r} is not a tensor of this schedule")
             stage = sched.stages[t.name]
             if stage.attach != ("root",):
-                raise ScheduleError(f"argument {t.name} is {stage.attach[0]}-scheduled; arguments must be root stages")
+                raise ScheduleError(
+                    f"argument {t.name} is {stage.attach[0]}-scheduled; arguments must be root stages"
+                )
             self.buffers[t.name] = Buffer(t.name, tuple(t.shape), t.dtype, "global", is_arg=True)
             self.bases[t.name] = [Const(0)] * len(t.shape)
         self.args = tuple(self.buffers[n] for n in names)
@@ -105,7 +107,8 @@ class Lowerer:
                     pop = prod.op
                     assert isinstance(pop, ComputeOp)
                     idx = [rewrite(i, inline) for i in e.indices]
-                    return substitute(self.body_of(prod), {iv.var: i for iv, i in zip(pop.axis, idx)})
+                    mapping = {iv.var: i for iv, i in zip(pop.axis, idx, strict=True)}
+                    return substitute(self.body_of(prod), mapping)
             return None
 
         body = rewrite(op.body, inline)
@@ -122,7 +125,7 @@ class Lowerer:
                     raise ScheduleError(f"{name} is read before it is computed (check compute_at targets)")
                 buf = self.buffers[name]
                 idx = [rewrite(i, fn) for i in n.indices]
-                local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name])]
+                local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name], strict=True)]
                 return BufLoad(buf, self.flatten(local, buf.shape))
             return None
 
@@ -131,7 +134,7 @@ class Lowerer:
     def flatten(self, idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
         flat: Expr = Const(0)
         stride = 1
-        for i, n in zip(reversed(idx), reversed(shape)):
+        for i, n in zip(reversed(idx), reversed(shape), strict=True):
             flat = BinOp("add", flat, i if stride == 1 else BinOp("mul", i, Const(stride), "int32"), "int32")
             stride *= n
         return simplify(flat, self.ranges)
@@ -161,7 +164,9 @@ class Lowerer:
             if region[d] != op.shape[d] or bases[d] != Const(0):
                 preds += [compare("lt", full, op.shape[d]), compare("ge", full, 0)]
         for iv in op.reduce_axis:
-            sub[iv.var] = simplify(nest.values[iv.name] + iv.begin, self.ranges) if iv.begin else nest.values[iv.name]
+            sub[iv.var] = (
+                simplify(nest.values[iv.name] + iv.begin, self.ranges) if iv.begin else nest.values[iv.name]
+            )
         ctx = StageContext(nest, bases, region, substitute(self.body_of(stage), sub), preds)
         self._contexts[stage.name] = ctx
         return ctx
@@ -173,8 +178,10 @@ class Lowerer:
         chain = [reader]
         while chain[-1].name != parent_name:
             if chain[-1].attach[0] != "at":
-                raise ScheduleError(f"{stage.name} is computed at {parent_name}.{leaf}, but its consumer "
-                                    f"{reader.name} is not computed inside that loop")
+                raise ScheduleError(
+                    f"{stage.name} is computed at {parent_name}.{leaf}, but its consumer "
+                    f"{reader.name} is not computed inside that loop"
+                )
             chain.append(self.s.stages[chain[-1].attach[1]])
         parent_nest = self.context(chain[-1]).nest
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
@@ -208,8 +215,15 @@ class Lowerer:
         self.bases[child.name] = ctx.bases
         return [Allocate(buf), self.lower_stage(child)]
 
-    def lower_reduction(self, body: Reduce, nest: LoopNest, own: Buffer, index: Expr,
-                        preds: list[Expr], extras: dict[int, list[Stmt]]) -> Stmt:
+    def lower_reduction(
+        self,
+        body: Reduce,
+        nest: LoopNest,
+        own: Buffer,
+        index: Expr,
+        preds: list[Expr],
+        extras: dict[int, list[Stmt]],
+    ) -> Stmt:
         leaves = nest.leaves
         r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
         acc = BufLoad(own, index)
@@ -220,18 +234,26 @@ class Lowerer:
         # init nest: the data-parallel loops inside the first reduction loop, on fresh variables
         inner = [lf for lf in leaves[r0 + 1 :] if lf.axis_kind == "data"]
         rename = {lf.var: Var(lf.var.name + ".init") for lf in inner}
-        init_leaves = [Leaf(lf.name, rename[lf.var], lf.extent, "data", lf.loop_kind, lf.thread, lf.auto_unroll)
-                       for lf in inner]
+        init_leaves = [
+            Leaf(lf.name, rename[lf.var], lf.extent, "data", lf.loop_kind, lf.thread, lf.auto_unroll)
+            for lf in inner
+        ]
         for lf in init_leaves:
             self.ranges[lf.var] = (0, lf.extent - 1)
         init_preds = []
         for level, cs in placed.items():
             if level > r0:
                 for c in cs:
-                    if all(not isinstance(v, Var) or v in rename or self._outer_var(v, leaves, r0) for v in walk(c)):
+                    if all(
+                        not isinstance(v, Var) or v in rename or self._outer_var(v, leaves, r0)
+                        for v in walk(c)
+                    ):
                         init_preds.append(substitute(c, dict(rename)))
-        init_store = Store(own, simplify(substitute(index, dict(rename)), self.ranges),
-                           identity_value(body.combiner, own.dtype))
+        init_store = Store(
+            own,
+            simplify(substitute(index, dict(rename)), self.ranges),
+            identity_value(body.combiner, own.dtype),
+        )
         init = self.build(init_leaves, init_store, {}, self.place(init_preds, init_leaves))
         extras.setdefault(r0 - 1, []).append(init)
         return self.build(leaves, update, extras, placed)
@@ -252,8 +274,13 @@ class Lowerer:
             out.setdefault(level, []).append(c)
         return out
 
-    def build(self, leaves: Sequence[Leaf], bottom: Stmt, extras: dict[int, list[Stmt]],
-              preds: dict[int, list[Expr]]) -> Stmt:
+    def build(
+        self,
+        leaves: Sequence[Leaf],
+        bottom: Stmt,
+        extras: dict[int, list[Stmt]],
+        preds: dict[int, list[Expr]],
+    ) -> Stmt:
         stmt = bottom
         for p in range(len(leaves) - 1, -2, -1):
             body = seq([*extras.get(p, []), stmt])

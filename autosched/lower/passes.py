@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..expr import BinOp, Cmp, Const, Expr, Var, children, rewrite, substitute
 from ..schedule import ScheduleError
@@ -198,10 +198,14 @@ def specialize(s: Stmt, var: Var, value: int, ranges: Ranges, memo: dict[int, tu
     if isinstance(s, For):
         ranges[s.var] = (s.begin, s.begin + s.extent - 1)
         body = specialize(s.body, var, value, ranges, memo)
-        return EMPTY if body == EMPTY else For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+        return (
+            EMPTY if body == EMPTY else For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+        )
     if isinstance(s, IfThenElse):
         other = None if s.otherwise is None else specialize(s.otherwise, var, value, ranges, memo)
-        return fold(IfThenElse(rewrite(s.cond, fn), specialize(s.then, var, value, ranges, memo), other), ranges)
+        return fold(
+            IfThenElse(rewrite(s.cond, fn), specialize(s.then, var, value, ranges, memo), other), ranges
+        )
     if isinstance(s, Seq):
         return seq(x for x in (specialize(x, var, value, ranges, memo) for x in s.stmts) if x != EMPTY)
     return s
@@ -232,7 +236,9 @@ def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool =
     thread-bound loops on a CPU target."""
     if isinstance(s, For):
         if s.kind == "parallel" and (in_parallel or in_vector):
-            raise ScheduleError(f"loop {s.var.name}: a parallel loop cannot be nested in a parallel or vector loop")
+            raise ScheduleError(
+                f"loop {s.var.name}: a parallel loop cannot be nested in a parallel or vector loop"
+            )
         if s.kind == "thread" and not gpu:
             raise ScheduleError(f"loop {s.var.name} is bound to {s.thread}; bind needs a GPU target")
         check_loops(s.body, gpu, in_parallel or s.kind == "parallel", in_vector or s.kind == "vectorized")

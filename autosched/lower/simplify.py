@@ -201,9 +201,12 @@ def _compare(e: Cmp, ranges: Ranges) -> Expr:
     lo, hi = bounds((terms, k), ranges)
     op = e.op
     decided = {
-        "lt": (hi < 0, lo >= 0), "le": (hi <= 0, lo > 0),
-        "gt": (lo > 0, hi <= 0), "ge": (lo >= 0, hi < 0),
-        "eq": (lo == hi == 0, lo > 0 or hi < 0), "ne": (lo > 0 or hi < 0, lo == hi == 0),
+        "lt": (hi < 0, lo >= 0),
+        "le": (hi <= 0, lo > 0),
+        "gt": (lo > 0, hi <= 0),
+        "ge": (lo >= 0, hi < 0),
+        "eq": (lo == hi == 0, lo > 0 or hi < 0),
+        "ne": (lo > 0 or hi < 0, lo == hi == 0),
     }[op]
     if decided[0]:
         return TRUE

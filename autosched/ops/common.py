@@ -68,8 +68,14 @@ def accumulator(dtype: str) -> type:
     return np.float64 if np.dtype(dtype).kind == "f" else np.int64
 
 
-def windows(x: np.ndarray, axes: tuple[int, int], taps: tuple[int, int], out: tuple[int, int],
-            stride: int, dilation: int) -> np.ndarray:
+def windows(
+    x: np.ndarray,
+    axes: tuple[int, int],
+    taps: tuple[int, int],
+    out: tuple[int, int],
+    stride: int,
+    dilation: int,
+) -> np.ndarray:
     """The slice of ``x`` that kernel tap ``taps`` = (r, s) reads for all outputs, along ``axes``."""
     index = [slice(None)] * x.ndim
     for axis, tap, size in zip(axes, taps, out, strict=True):

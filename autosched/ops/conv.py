@@ -15,8 +15,9 @@ from .common import accumulator, check_positive, conv_out_size, pad_nchw, pad_nh
 from .registry import workload
 
 
-def _conv2d_nchw_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int,
-                     dilation: int) -> np.ndarray:
+def _conv2d_nchw_ref(
+    data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int, dilation: int
+) -> np.ndarray:
     acc = accumulator(data.dtype.name)
     x: np.ndarray = np.pad(data.astype(acc), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     n, _, h, w = data.shape
@@ -31,16 +32,28 @@ def _conv2d_nchw_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: 
     return out
 
 
-def _conv2d_flops(N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int,
-                  dilation: int, *_: object) -> int:
+def _conv2d_flops(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int, dilation: int, *_: object
+) -> int:
     p = conv_out_size("conv2d", H, R, stride, pad, dilation)
     q = conv_out_size("conv2d", W, S, stride, pad, dilation)
     return 2 * N * K * p * q * C * R * S
 
 
 @workload("conv2d_nchw", reference=_conv2d_nchw_ref, flops=_conv2d_flops)
-def conv2d_nchw(N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int = 1, pad: int = 0,
-                dilation: int = 1, dtype: str = "float32") -> list[Tensor]:
+def conv2d_nchw(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    K: int,
+    R: int,
+    S: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "float32",
+) -> list[Tensor]:
     """conv(N, K, P, Q) of data(N, C, H, W) with kernel(K, C, R, S); reduce axes rc, ry, rx."""
     check_positive("conv2d_nchw", N=N, C=C, H=H, W=W, K=K, R=R, S=S)
     p = conv_out_size("conv2d_nchw", H, R, stride, pad, dilation)
@@ -58,8 +71,9 @@ def conv2d_nchw(N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: 
     return [data, kernel, te.compute((N, K, p, q), body, name="conv")]
 
 
-def _conv2d_nhwc_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int,
-                     dilation: int) -> np.ndarray:
+def _conv2d_nhwc_ref(
+    data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int, dilation: int
+) -> np.ndarray:
     acc = accumulator(data.dtype.name)
     x: np.ndarray = np.pad(data.astype(acc), ((0, 0), (pad, pad), (pad, pad), (0, 0)))
     n, h, w, _ = data.shape
@@ -74,14 +88,26 @@ def _conv2d_nhwc_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: 
     return out
 
 
-def _conv2d_nhwc_flops(N: int, H: int, W: int, C: int, K: int, R: int, S: int, stride: int, pad: int,
-                       dilation: int, *_: object) -> int:
+def _conv2d_nhwc_flops(
+    N: int, H: int, W: int, C: int, K: int, R: int, S: int, stride: int, pad: int, dilation: int, *_: object
+) -> int:
     return _conv2d_flops(N, C, H, W, K, R, S, stride, pad, dilation)
 
 
 @workload("conv2d_nhwc", reference=_conv2d_nhwc_ref, flops=_conv2d_nhwc_flops)
-def conv2d_nhwc(N: int, H: int, W: int, C: int, K: int, R: int, S: int, stride: int = 1, pad: int = 0,
-                dilation: int = 1, dtype: str = "float32") -> list[Tensor]:
+def conv2d_nhwc(
+    N: int,
+    H: int,
+    W: int,
+    C: int,
+    K: int,
+    R: int,
+    S: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "float32",
+) -> list[Tensor]:
     """conv(N, P, Q, K) of data(N, H, W, C) with kernel(R, S, C, K); reduce axes ry, rx, rc."""
     check_positive("conv2d_nhwc", N=N, H=H, W=W, C=C, K=K, R=R, S=S)
     p = conv_out_size("conv2d_nhwc", H, R, stride, pad, dilation)
@@ -99,8 +125,9 @@ def conv2d_nhwc(N: int, H: int, W: int, C: int, K: int, R: int, S: int, stride: 
     return [data, kernel, te.compute((N, p, q, K), body, name="conv")]
 
 
-def _depthwise_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int,
-                   dilation: int) -> np.ndarray:
+def _depthwise_ref(
+    data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: int, dilation: int
+) -> np.ndarray:
     acc = accumulator(data.dtype.name)
     x: np.ndarray = np.pad(data.astype(acc), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     n, c, h, w = data.shape
@@ -115,16 +142,27 @@ def _depthwise_ref(data: np.ndarray, kernel: np.ndarray, *, stride: int, pad: in
     return out
 
 
-def _depthwise_flops(N: int, C: int, H: int, W: int, R: int, S: int, stride: int, pad: int, dilation: int,
-                     *_: object) -> int:
+def _depthwise_flops(
+    N: int, C: int, H: int, W: int, R: int, S: int, stride: int, pad: int, dilation: int, *_: object
+) -> int:
     p = conv_out_size("depthwise_conv2d_nchw", H, R, stride, pad, dilation)
     q = conv_out_size("depthwise_conv2d_nchw", W, S, stride, pad, dilation)
     return 2 * N * C * p * q * R * S
 
 
 @workload("depthwise_conv2d_nchw", reference=_depthwise_ref, flops=_depthwise_flops)
-def depthwise_conv2d_nchw(N: int, C: int, H: int, W: int, R: int, S: int, stride: int = 1, pad: int = 0,
-                          dilation: int = 1, dtype: str = "float32") -> list[Tensor]:
+def depthwise_conv2d_nchw(
+    N: int,
+    C: int,
+    H: int,
+    W: int,
+    R: int,
+    S: int,
+    stride: int = 1,
+    pad: int = 0,
+    dilation: int = 1,
+    dtype: str = "float32",
+) -> list[Tensor]:
     """depthwise(N, C, P, Q) of data(N, C, H, W) with kernel(C, 1, R, S), one filter per channel."""
     check_positive("depthwise_conv2d_nchw", N=N, C=C, H=H, W=W, R=R, S=S)
     p = conv_out_size("depthwise_conv2d_nchw", H, R, stride, pad, dilation)

@@ -56,8 +56,9 @@ def _max_pool_flops(N: int, C: int, H: int, W: int, kernel: int, stride: int, pa
 
 
 @workload("max_pool2d", reference=_max_pool_ref, flops=_max_pool_flops)
-def max_pool2d(N: int, C: int, H: int, W: int, kernel: int, stride: int, pad: int = 0,
-               dtype: str = "float32") -> list[Tensor]:
+def max_pool2d(
+    N: int, C: int, H: int, W: int, kernel: int, stride: int, pad: int = 0, dtype: str = "float32"
+) -> list[Tensor]:
     """pool(N, C, P, Q): the max of each kernel x kernel window of data(N, C, H, W)."""
     check_positive("max_pool2d", N=N, C=C, H=H, W=W, kernel=kernel)
     data = te.placeholder((N, C, H, W), dtype, name="data")
@@ -77,8 +78,9 @@ def _avg_pool_flops(N: int, C: int, H: int, W: int, kernel: int, stride: int, pa
 
 
 @workload("avg_pool2d", reference=_avg_pool_ref, flops=_avg_pool_flops)
-def avg_pool2d(N: int, C: int, H: int, W: int, kernel: int, stride: int, pad: int = 0,
-               dtype: str = "float32") -> list[Tensor]:
+def avg_pool2d(
+    N: int, C: int, H: int, W: int, kernel: int, stride: int, pad: int = 0, dtype: str = "float32"
+) -> list[Tensor]:
     """pool(N, C, P, Q): the mean of each kernel x kernel window, padded zeros included."""
     check_positive("avg_pool2d", N=N, C=C, H=H, W=W, kernel=kernel)
     if not _dtype(dtype).is_float:

@@ -89,8 +89,10 @@ class Kernel:
                 continue
             for j, other in enumerate(arrays):
                 if j != i and np.may_share_memory(arrays[i], other):
-                    raise ValueError(f"{self._label(i)}: output shares memory with argument {j} "
-                                     f"{self.args[j].name!r}; pass separate arrays")
+                    raise ValueError(
+                        f"{self._label(i)}: output shares memory with argument {j} "
+                        f"{self.args[j].name!r}; pass separate arrays"
+                    )
 
     def _pointers(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         return [self._ffi.from_buffer(a) for a in arrays]

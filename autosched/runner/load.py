@@ -17,8 +17,14 @@ class LoadError(RuntimeError):
 
 
 # (e_machine, 64-bit) -> architecture, named as autosched.hardware.normalize_arch names them
-_ELF_MACHINES = {(3, False): "x86", (62, True): "x86_64", (40, False): "arm", (183, True): "aarch64",
-                 (243, True): "riscv64", (21, True): "ppc64"}
+_ELF_MACHINES = {
+    (3, False): "x86",
+    (62, True): "x86_64",
+    (40, False): "arm",
+    (183, True): "aarch64",
+    (243, True): "riscv64",
+    (21, True): "ppc64",
+}
 
 
 def elf_machine(path: str | Path) -> str | None:
@@ -44,12 +50,16 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
         raise LoadError(f"kernel library {path} does not exist")
     machine = elf_machine(path)
     if machine is not None and machine != host_arch():
-        raise LoadError(f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
-                        "kernel cannot be loaded here; run it on its board")
+        raise LoadError(
+            f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
+            "kernel cannot be loaded here; run it on its board"
+        )
     pointers = ", ".join(["void *"] * len(args))
     ffi = cffi.FFI()
-    ffi.cdef(f"int {func_name}({pointers or 'void'});\n"
-             f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);")
+    ffi.cdef(
+        f"int {func_name}({pointers or 'void'});\n"
+        f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);"
+    )
     try:
         lib = ffi.dlopen(str(path.resolve()))
     except OSError as e:
