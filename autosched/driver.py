@@ -40,8 +40,8 @@ def emit(
 
 
 def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
-    """Argument descriptions for the kernel: outputs are the schedule's output tensors."""
-    return [ArgSpec(t.name, tuple(t.shape), t.dtype, t.name in sched.outputs) for t in args]
+    """Argument descriptions for the kernel: every computed (non-placeholder) tensor is written."""
+    return [ArgSpec(t.name, tuple(t.shape), t.dtype, not sched[t.name].is_placeholder) for t in args]
 
 
 def build(

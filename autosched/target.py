@@ -162,6 +162,11 @@ _CPU_FLAG_STYLE: dict[str, tuple[str, ...]] = {
 _DEFAULT_CPU_FLAG_STYLE = ("-mcpu={}",)
 
 
+def _tune_name(flag: str, cpu: str) -> str:
+    """gcc deprecates ``-mtune=x86-64*`` (an ISA level, not a CPU): tune for ``generic`` then."""
+    return "generic" if flag.startswith("-mtune") and cpu.startswith("x86-64") else cpu
+
+
 @register_kind
 class CKind(TargetKind):
     """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
@@ -197,7 +202,9 @@ class CKind(TargetKind):
         arch = self.machine(target)
         cpu = target.mcpu or (None if self.is_cross(target) else "native")
         if cpu is not None:
-            flags += [f.format(cpu) for f in _CPU_FLAG_STYLE.get(arch, _DEFAULT_CPU_FLAG_STYLE)]
+            flags += [
+                f.format(_tune_name(f, cpu)) for f in _CPU_FLAG_STYLE.get(arch, _DEFAULT_CPU_FLAG_STYLE)
+            ]
         return flags + list(target.extra_cflags)
 
 

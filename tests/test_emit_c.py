@@ -678,8 +678,10 @@ def test_hostile_function_names(func: str, tmp_path: Path) -> None:
     s, args, case = _elementwise("X", "Y")
     src = asc.emit(s, args, name=func)
     compile_strict(src, "c", tmp_path)
-    if func not in C_RESERVED:
+    if func in HOSTILE_FUNCTION_NAMES and func not in C_RESERVED:
         _assert_not_in_code(src, func)
+    if func in ("exp", "free", "time", "linux"):  # declared by the included headers: renamed
+        assert not re.search(rf"^int {func}\(", src, re.M)
     assert not re.search(rf"^int ({'|'.join(sorted(C_RESERVED))})\(", src, re.M)
     f = asc.build(s, args, name=func)
     KEEP_ALIVE.append(f)

@@ -38,7 +38,6 @@ class CPrinter:
     barrier: ClassVar[str] = ""
     align_attr: ClassVar[str] = " __attribute__((aligned(64)))"
     unroll_pragma: ClassVar[str] = "#pragma GCC unroll {n}"
-    simd_pragma: ClassVar[str] = "#pragma omp simd"
     parallel_pragma: ClassVar[str] = "#pragma omp parallel for num_threads({n})"
     float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
@@ -124,6 +123,14 @@ class CPrinter:
         self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}"
         return name
 
+    def helper_alloc(self) -> str:
+        """64-byte aligned heap allocation (C11 ``aligned_alloc`` needs a size multiple of 64)."""
+        self.helpers["asc_alloc"] = (
+            "static inline void* asc_alloc(size_t bytes) {\n"
+            "  return aligned_alloc(64, (bytes + 63) / 64 * 64);\n}"
+        )
+        return "asc_alloc"
+
     def call(self, e: Call) -> str:
         args = [self.expr(a) for a in e.args]
         sfx = self.math_suffix.get(e.type, "")
@@ -131,7 +138,9 @@ class CPrinter:
             one = self.const(Const(1.0, e.type))
             return f"({one} / ({one} + exp{sfx}(-({args[0]}))))"
         if e.name == "abs":
-            return f"fabs{sfx}({args[0]})" if dtype_info(e.type).is_float else f"abs({args[0]})"
+            if dtype_info(e.type).is_float:
+                return f"fabs{sfx}({args[0]})"
+            return f"llabs({args[0]})" if e.type == "int64" else f"abs({args[0]})"
         return f"{e.name}{sfx}({', '.join(args)})"
 
     # -- statements
@@ -173,7 +182,6 @@ class CPrinter:
 
             if emit_vector_loop(self, s, indent):
                 return
-            self.emit(self.simd_pragma, indent)
         elif s.kind == "parallel" and not self.portable:
             self.emit(self.parallel_pragma.format(n=self.num_threads), indent)
         elif s.kind == "unrolled" and not self.portable:
@@ -200,7 +208,7 @@ class CPrinter:
         self.lines = [self.signature(func, name) + " {"]
         for b in heap:
             size = f"sizeof({self.ctype(b.dtype)}) * {b.size}"
-            alloc = f"malloc({size})" if self.portable else f"asc_alloc({size})"
+            alloc = f"malloc({size})" if self.portable else f"{self.helper_alloc()}({size})"
             self.emit(
                 f"{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)} = ({self.ctype(b.dtype)}*){alloc};", 1
             )

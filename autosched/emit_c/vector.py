@@ -36,12 +36,22 @@ class _VectorPrinter:
         self.ivt = ivt
         align = dtype_info(dtype).bytes
         splat = ", ".join(["x"] * lanes)
-        p.helpers[self.vt] = "\n".join([
-            f"typedef {elem} {self.vt} __attribute__((vector_size({nbytes})));",
-            f"typedef {elem} {self.vt}u __attribute__((vector_size({nbytes}), aligned({align}), may_alias));",
-            f"typedef {INT_OF[dtype]} {ivt} __attribute__((vector_size({nbytes})));",
-            f"static inline {self.vt} {self.vt}_bcast({elem} x) {{ return ({self.vt}){{{splat}}}; }}",
-        ])
+        p.helpers[self.vt] = "\n".join(
+            [
+                f"typedef {elem} {self.vt} __attribute__((vector_size({nbytes})));",
+                f"typedef {elem} {self.vt}u"
+                f" __attribute__((vector_size({nbytes}), aligned({align}), may_alias));",
+                f"typedef {INT_OF[dtype]} {ivt} __attribute__((vector_size({nbytes})));",
+            ]
+        )
+        self._splat = (
+            f"static inline {self.vt} {self.vt}_bcast({elem} x) {{ return ({self.vt}){{{splat}}}; }}"
+        )
+
+    def bcast(self, text: str) -> str:
+        """A vector with every lane ``text`` (registers the helper on first use)."""
+        self.p.helpers.setdefault(f"{self.vt}_bcast", self._splat)
+        return f"{self.vt}_bcast({text})"
 
     def depends(self, e: Expr) -> bool:
         """Whether ``e`` uses the loop variable (memoized per node of this loop's body)."""
@@ -101,7 +111,7 @@ class _VectorPrinter:
         if got is None or e.dtype != self.dtype:
             return None
         text, is_vector = got
-        return text if is_vector else f"{self.vt}_bcast({text})"
+        return text if is_vector else self.bcast(text)
 
     def _vec(self, e: Expr, base: Expr) -> tuple[str, bool] | None:
         """(text, whether it is a vector) bottom-up; loop-invariant parts stay scalar text."""
@@ -128,8 +138,8 @@ class _VectorPrinter:
                 return self.scalar(e), False
             if e.type != self.dtype:
                 return None
-            ta = a[0] if a[1] else f"{self.vt}_bcast({a[0]})"
-            tb = b[0] if b[1] else f"{self.vt}_bcast({b[0]})"
+            ta = a[0] if a[1] else self.bcast(a[0])
+            tb = b[0] if b[1] else self.bcast(b[0])
             if e.op in VECTOR_OPS:
                 return f"({ta} {VECTOR_OPS[e.op]} {tb})", True
             if e.op in ("min", "max"):
@@ -170,6 +180,15 @@ def chunks_of(extent: int, width: int) -> list[int]:
 
 def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     """Print ``s`` as vector statements; return False (printing nothing) if it does not fit."""
+    helpers = dict(p.helpers)
+    if _emit_vector_loop(p, s, indent):
+        return True
+    p.helpers.clear()  # forget helpers registered for a loop that falls back to scalar code
+    p.helpers.update(helpers)
+    return False
+
+
+def _emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
     stores = [x for x in body if isinstance(x, Store)]
     if not stores or len(stores) != len(body):

@@ -37,6 +37,11 @@ def elf_machine(path: str | Path) -> str | None:
     return _ELF_MACHINES.get((code, header[4] == 2))
 
 
+# Loaded libraries are never closed: unloading a library whose OpenMP threads are still alive
+# (libgomp keeps its thread pool) crashes the process later. Libraries are small and cached.
+_LOADED: dict[tuple[str, str, int], tuple[cffi.FFI, object]] = {}
+
+
 def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -> Kernel:
     """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library.
 
@@ -55,15 +60,20 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
             "kernel cannot be loaded here; run it on its board"
         )
     pointers = ", ".join(["void *"] * len(args))
-    ffi = cffi.FFI()
-    ffi.cdef(
-        f"int {func_name}({pointers or 'void'});\n"
-        f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);"
-    )
-    try:
-        lib = ffi.dlopen(str(path.resolve()))
-    except OSError as e:
-        raise LoadError(f"cannot load {path}: {e}") from None
+    key = (str(path.resolve()), func_name, len(args))
+    loaded = _LOADED.get(key)
+    if loaded is None:
+        ffi = cffi.FFI()
+        ffi.cdef(
+            f"int {func_name}({pointers or 'void'});\n"
+            f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);"
+        )
+        try:
+            loaded = (ffi, ffi.dlopen(key[0]))
+        except OSError as e:
+            raise LoadError(f"cannot load {path}: {e}") from None
+        _LOADED[key] = loaded
+    ffi, lib = loaded
     try:
         return Kernel(ffi, lib, func_name, args)
     except AttributeError as e:
