@@ -228,9 +228,10 @@ class Lowerer:
         r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
         acc = BufLoad(own, index)
         update_value = BinOp(COMBINE[body.combiner], acc, self.to_buffers(body.source), own.dtype)
-        conds = preds + ([self.to_buffers(body.where)] if body.where is not None else [])
-        update = Store(own, index, update_value)
-        placed = self.place(conds, leaves)
+        update: Stmt = Store(own, index, update_value)
+        if body.where is not None:  # guards the update only: the init must run everywhere
+            update = IfThenElse(simplify(self.to_buffers(body.where), self.ranges), update)
+        placed = self.place(preds, leaves)
         # init nest: the data-parallel loops inside the first reduction loop, on fresh variables
         inner = [lf for lf in leaves[r0 + 1 :] if lf.axis_kind == "data"]
         rename = {lf.var: Var(lf.var.name + ".init") for lf in inner}

@@ -1,0 +1,117 @@
+"""Unit tests of the lowering stage: simplifier, bound inference, partitioning, vector chunks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import autosched as asc
+from autosched.emit_c.vector import chunks_of
+from autosched.expr import Var, const
+from autosched.lower import lower
+from autosched.lower.bounds import infer_region
+from autosched.lower.ir import For, IfThenElse, Seq, Stmt
+from autosched.lower.simplify import FALSE, TRUE, bounds, linear, simplify
+
+i, j, k = Var("i"), Var("j"), Var("k")
+RANGES = {i: (0, 15), j: (0, 7), k: (0, 99)}
+
+
+def test_linear_canonical_form_collects_terms() -> None:
+    e = (i * 8 + j) * 2 - j + 3 - i * 16
+    assert linear(e, {}) == ({j: 1}, 3)
+    assert simplify(e) == simplify(j + 3)
+
+
+def test_floordiv_and_floormod_use_ranges() -> None:
+    fused = i * 8 + j
+    assert simplify(fused // 8, RANGES) == i
+    assert simplify(fused % 8, RANGES) == j
+    assert simplify((fused + 3) % 8, RANGES) != j  # may wrap: kept
+    assert simplify(k // 100, RANGES) == const(0)
+
+
+def test_comparisons_are_decided_by_ranges() -> None:
+    assert simplify(i * 8 + j < 128, RANGES) == TRUE
+    assert simplify(i * 8 + j >= 128, RANGES) == FALSE
+    undecided = simplify(i * 8 + j < 100, RANGES)
+    assert undecided not in (TRUE, FALSE)
+    assert bounds(linear(i * 8 - j, RANGES), RANGES) == (-7, 120)
+
+
+def test_bound_inference_of_a_tile() -> None:
+    A = asc.placeholder((64, 32), name="A")
+    io, ii = Var("io"), Var("ii")
+    body = A[io * 8 + ii, k] + A[io * 8 + ii + 2, k]
+    bases, extents = infer_region(A.op, body, {ii: 8}, {io: (0, 7), ii: (0, 7), k: (0, 31)})
+    assert extents == [10, 1]  # 8 rows + a halo of 2; k is fixed at this loop: one column
+    assert simplify(bases[0]) == simplify(io * 8) and bases[1] == k
+    ranges = {io: (0, 7), ii: (0, 7), k: (0, 31)}
+    _, extents = infer_region(A.op, A[io * 8 + ii, (k * ii) % 32], {ii: 8}, ranges)
+    assert extents == [8, 32]  # not affine in the free loop: the whole dimension
+
+
+def _loops(s: Stmt, out: list[For]) -> list[For]:
+    if isinstance(s, For):
+        out.append(s)
+        _loops(s.body, out)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _loops(x, out)
+    elif isinstance(s, IfThenElse):
+        _loops(s.then, out)
+    return out
+
+
+def _has_guard(s: Stmt) -> bool:
+    if isinstance(s, IfThenElse):
+        return True
+    if isinstance(s, For):
+        return _has_guard(s.body)
+    if isinstance(s, Seq):
+        return any(_has_guard(x) for x in s.stmts)
+    return False
+
+
+def test_partition_leaves_the_main_body_without_guards() -> None:
+    wl = asc.get_workload("matmul", (127, 255, 63))
+    A, B, C = wl.tensors()
+    s = asc.create_schedule(C)
+    x, y = s[C].op.axis
+    s[C].tile(x, y, 32, 8)
+    func = lower(s, [A, B, C])
+    body = func.body.stmts if isinstance(func.body, Seq) else (func.body,)
+    main = body[0]
+    assert isinstance(main, For) and main.extent == 3  # 3 full row tiles of 32
+    inner_main = main.body.stmts[0] if isinstance(main.body, Seq) else main.body
+    assert isinstance(inner_main, For) and inner_main.extent == 31 and not _has_guard(inner_main)
+    tail = body[1]
+    assert isinstance(tail, For) and (tail.begin, tail.extent) == (3, 1)  # the last, partial row tile
+    assert not _has_guard(func.body)  # every tail was partitioned down to exact extents
+
+
+def test_vector_chunks_cover_any_extent() -> None:
+    assert chunks_of(56, 16) == [16, 16, 16, 8]
+    assert chunks_of(7, 16) == [4, 2, 1]
+    assert chunks_of(32, 8) == [8, 8, 8, 8]
+    assert sum(chunks_of(61, 16)) == 61
+
+
+def test_reduction_where_does_not_skip_the_init() -> None:
+    X = asc.placeholder((6, 5), name="X")
+    r = asc.reduce_axis(5, "r")
+    Y = asc.compute((6,), lambda a: asc.sum(X[a, r], axis=r, where=a > 2), name="Y")
+    f = asc.build(asc.create_schedule(Y), [X, Y])
+    x = np.random.default_rng(0).random((6, 5), dtype=np.float32)
+    y = np.full(6, np.nan, np.float32)
+    f(x, y)
+    np.testing.assert_allclose(y, np.where(np.arange(6) > 2, x.sum(1), 0), rtol=1e-6)
+
+
+def test_auto_unroll_pragma_unrolls_small_inner_nests() -> None:
+    A = asc.placeholder((64,), name="A")
+    B = asc.compute((64,), lambda a: A[a] * 2.0, name="B")
+    s = asc.create_schedule(B)
+    o, inner = s[B].split(B.op.axis[0], 4)
+    s[B].pragma(o, "auto_unroll_max_step", 4)
+    loops = _loops(lower(s, [A, B]).body, [])
+    assert [lp.extent for lp in loops] == [16]  # the 4-iteration inner loop became straight code
