@@ -8,7 +8,8 @@ the records alone, which is how tuning logs are turned back into programs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,33 @@ class Stage:
     def is_placeholder(self) -> bool:
         return isinstance(self.op, PlaceholderOp)
 
+    def snapshot(self) -> tuple:
+        """A copy of the mutable state (see :meth:`Schedule.transaction`)."""
+        pragmas = {k: dict(v) for k, v in self.pragmas.items()}
+        return (
+            self.op,
+            dict(self.kinds),
+            list(self.relations),
+            list(self.leaves),
+            dict(self.annotations),
+            pragmas,
+            self.attach,
+            self.scope,
+        )
+
+    def restore(self, state: tuple) -> None:
+        """Go back to a :meth:`snapshot`."""
+        (
+            self.op,
+            self.kinds,
+            self.relations,
+            self.leaves,
+            self.annotations,
+            self.pragmas,
+            self.attach,
+            self.scope,
+        ) = state
+
     def reset(self, op: Operation) -> None:
         """Start over with ``op``: root axes as leaves, no relations or annotations."""
         self.op = op
@@ -111,10 +139,11 @@ class Stage:
         return outer, inner
 
     def tile(self, x: IterVar | str, y: IterVar | str, x_factor: int, y_factor: int) -> tuple[IterVar, ...]:
-        """Split ``x`` and ``y`` and reorder to (xo, yo, xi, yi), as te's tile."""
-        xo, xi = self.split(x, x_factor)
-        yo, yi = self.split(y, y_factor)
-        self.reorder(xo, yo, xi, yi)
+        """Split ``x`` and ``y`` and reorder to (xo, yo, xi, yi), as te's tile (all or nothing)."""
+        with self.schedule.transaction():
+            xo, xi = self.split(x, x_factor)
+            yo, yi = self.split(y, y_factor)
+            self.reorder(xo, yo, xi, yi)
         return xo, yo, xi, yi
 
     def reorder(self, *axes: IterVar | str) -> None:
@@ -242,11 +271,28 @@ class Schedule:
         stage = self.stages.get(name)
         if stage is None:
             raise ScheduleError(f"{step.kind}: no stage named {name!r}")
+        with self.transaction():
+            try:
+                handler(self, stage, step)
+            except ScheduleError as err:
+                raise ScheduleError(f"{step.kind} on stage {stage.name}: {err}") from None
+            self.steps.append(step)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Undo every change made inside the block if it raises: a rejected request (one step, or
+        a composite such as ``tile``) leaves the schedule as it was."""
+        saved_order = dict(self.stages)
+        saved = {name: stage.snapshot() for name, stage in self.stages.items()}
+        n_steps = len(self.steps)
         try:
-            handler(self, stage, step)
-        except ScheduleError as err:
-            raise ScheduleError(f"{step.kind} on stage {stage.name}: {err}") from None
-        self.steps.append(step)
+            yield
+        except BaseException:
+            self.stages = saved_order
+            for name, state in saved.items():
+                self.stages[name].restore(state)
+            del self.steps[n_steps:]
+            raise
 
     def insert_stage(self, op: Operation, before: str, scope: str = "global") -> Stage:
         """Add a new stage for ``op`` just before stage ``before`` (keeps topological order)."""
@@ -409,11 +455,6 @@ def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
     if target is None:
         raise ScheduleError(f"no stage named {step.target!r}")
     _leaf(target, step.axis)
-    readers = effective_readers(s, stage.name)
-    if len(readers) != 1:
-        raise ScheduleError(
-            f"{stage.name} is read by {[r.name for r in readers]}; compute_at needs a sole consumer"
-        )
     if target.name not in _downstream(s, stage.name):
         raise ScheduleError(f"{step.target} does not consume {stage.name}; compute_at needs a consumer loop")
     node = target

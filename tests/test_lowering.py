@@ -42,11 +42,11 @@ def test_bound_inference_of_a_tile() -> None:
     A = asc.placeholder((64, 32), name="A")
     io, ii = Var("io"), Var("ii")
     body = A[io * 8 + ii, k] + A[io * 8 + ii + 2, k]
-    bases, extents = infer_region(A.op, body, {ii: 8}, {io: (0, 7), ii: (0, 7), k: (0, 31)})
+    bases, extents = infer_region(A.op, [body], {ii: 8}, {io: (0, 7), ii: (0, 7), k: (0, 31)})
     assert extents == [10, 1]  # 8 rows + a halo of 2; k is fixed at this loop: one column
     assert simplify(bases[0]) == simplify(io * 8) and bases[1] == k
     ranges = {io: (0, 7), ii: (0, 7), k: (0, 31)}
-    _, extents = infer_region(A.op, A[io * 8 + ii, (k * ii) % 32], {ii: 8}, ranges)
+    _, extents = infer_region(A.op, [A[io * 8 + ii, (k * ii) % 32]], {ii: 8}, ranges)
     assert extents == [8, 32]  # not affine in the free loop: the whole dimension
 
 
@@ -84,8 +84,8 @@ def test_partition_leaves_the_main_body_without_guards() -> None:
     assert isinstance(main, For) and main.extent == 3  # 3 full row tiles of 32
     inner_main = main.body.stmts[0] if isinstance(main.body, Seq) else main.body
     assert isinstance(inner_main, For) and inner_main.extent == 31 and not _has_guard(inner_main)
-    tail = body[1]
-    assert isinstance(tail, For) and (tail.begin, tail.extent) == (3, 1)  # the last, partial row tile
+    tail_loops = [lp for b in body[1:] for lp in _loops(b, [])]  # the last, partial row tile: 31 rows
+    assert any(lp.var.name == "C.i.inner" and lp.extent == 31 for lp in tail_loops)
     assert not _has_guard(func.body)  # every tail was partitioned down to exact extents
 
 

@@ -295,7 +295,10 @@ def test_argspec_validation() -> None:
 
 INT8_COPY = """
 #include <stdint.h>
-int copy8(void *x, void *y) { for (int i = 0; i < 16; ++i) ((int8_t *)y)[i] = ((const int8_t *)x)[i]; return 0; }
+int copy8(void *x, void *y) {
+  for (int i = 0; i < 16; ++i) ((int8_t *)y)[i] = ((const int8_t *)x)[i];
+  return 0;
+}
 double copy8__time(void *x, void *y, int number) { for (int n = 0; n < number; ++n) copy8(x, y); return 0.0; }
 """
 

@@ -49,6 +49,7 @@ class CPrinter:
         self.names = Namer()
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}  # name -> definition, printed before the function
+        self.scopes: list[set[str]] = [set()]  # local buffers declared in each open C block
         self.memos: dict[str, tuple[dict, dict, dict]] = {}  # per vector loop variable, see vector.py
 
     # -- names and types
@@ -144,6 +145,12 @@ class CPrinter:
         return f"{e.name}{sfx}({', '.join(args)})"
 
     # -- statements
+    def block(self, s: Stmt, indent: int) -> None:
+        """Print ``s`` as the body of a ``{ }`` block (a new scope for local buffers)."""
+        self.scopes.append(set())
+        self.stmt(s, indent)
+        self.scopes.pop()
+
     def emit(self, line: str, indent: int) -> None:
         self.lines.append("  " * indent + line)
 
@@ -157,10 +164,10 @@ class CPrinter:
             self.loop(s, indent)
         elif isinstance(s, IfThenElse):
             self.emit(f"if ({self.expr(s.cond)}) {{", indent)
-            self.stmt(s.then, indent + 1)
+            self.block(s.then, indent + 1)
             if s.otherwise is not None:
                 self.emit("} else {", indent)
-                self.stmt(s.otherwise, indent + 1)
+                self.block(s.otherwise, indent + 1)
             self.emit("}", indent)
         elif isinstance(s, Allocate):
             self.allocate(s.buffer, indent)
@@ -172,6 +179,9 @@ class CPrinter:
     def allocate(self, b: Buffer, indent: int) -> None:
         if b.scope == "global":
             raise ValueError(f"heap buffer {b.name} must be allocated at function level")
+        if b.name in self.scopes[-1]:
+            return  # unrolled copies in one scope share the declaration
+        self.scopes[-1].add(b.name)
         qual = self.shared_qualifier if b.scope == "shared" else self.local_qualifier
         align = "" if self.portable else self.align_attr
         self.emit(f"{qual}{self.ctype(b.dtype)} {self.buf(b)}[{b.size}]{align};", indent)
@@ -188,7 +198,7 @@ class CPrinter:
             self.emit(self.unroll_pragma.format(n=s.extent), indent)
         v = self.var(s.var)
         self.emit(f"for (int {v} = {s.begin}; {v} < {s.begin + s.extent}; ++{v}) {{", indent)
-        self.stmt(s.body, indent + 1)
+        self.block(s.body, indent + 1)
         self.emit("}", indent)
 
     # -- whole function

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..expr import Expr, Load, Operation, Var, walk
 from .simplify import Linear, Ranges, linear, rebuild
 
@@ -24,7 +26,7 @@ def _split_free(lin: Linear, free: dict[Var, int]) -> tuple[Linear, int, int] | 
 
 
 def infer_region(
-    producer: Operation, consumer_body: Expr, free: dict[Var, int], ranges: Ranges
+    producer: Operation, consumer_bodies: Sequence[Expr], free: dict[Var, int], ranges: Ranges
 ) -> tuple[list[Expr], list[int]]:
     """Per dimension of ``producer``: (base expression, extent) covering every read in the body.
 
@@ -34,7 +36,7 @@ def infer_region(
     """
     shape = producer.shape
     per_dim: list[list[tuple[Linear, int, int] | None]] = [[] for _ in shape]
-    for node in walk(consumer_body):
+    for node in (n for body in consumer_bodies for n in walk(body)):
         if isinstance(node, Load) and node.tensor.name == producer.name:
             for d, idx in enumerate(node.indices):
                 per_dim[d].append(_split_free(linear(idx, ranges), free))

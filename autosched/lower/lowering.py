@@ -172,23 +172,27 @@ class Lowerer:
         return ctx
 
     def region_at(self, stage: Stage) -> tuple[list[Expr], list[int]]:
-        """Bound inference: what one iteration of the attach loop needs of ``stage``."""
+        """Bound inference: what one iteration of the attach loop needs of ``stage``, over every
+        consumer (each must run inside that loop)."""
         _, parent_name, leaf = stage.attach
-        (reader,) = effective_readers(self.s, stage.name)
-        chain = [reader]
-        while chain[-1].name != parent_name:
-            if chain[-1].attach[0] != "at":
-                raise ScheduleError(
-                    f"{stage.name} is computed at {parent_name}.{leaf}, but its consumer "
-                    f"{reader.name} is not computed inside that loop"
-                )
-            chain.append(self.s.stages[chain[-1].attach[1]])
-        parent_nest = self.context(chain[-1]).nest
+        free: dict[Var, int] = {}
+        bodies = []
+        for reader in effective_readers(self.s, stage.name):
+            chain = [reader]
+            while chain[-1].name != parent_name:
+                if chain[-1].attach[0] != "at":
+                    raise ScheduleError(
+                        f"{stage.name} is computed at {parent_name}.{leaf}, but its consumer "
+                        f"{reader.name} is not computed inside that loop"
+                    )
+                chain.append(self.s.stages[chain[-1].attach[1]])
+            for inner in chain[:-1]:
+                free |= {lf.var: lf.extent for lf in self.context(inner).nest.leaves}
+            bodies.append(self.context(reader).body)
+        parent_nest = self.context(self.s.stages[parent_name]).nest
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
-        free = {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
-        for inner in chain[:-1]:
-            free |= {lf.var: lf.extent for lf in self.context(inner).nest.leaves}
-        return infer_region(stage.op, self.context(reader).body, free, self.ranges)
+        free |= {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
+        return infer_region(stage.op, bodies, free, self.ranges)
 
     def lower_stage(self, stage: Stage) -> Stmt:
         ctx = self.context(stage)

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..target import Target
 
 #: Link flags placed after the source file.
-LIBS = ("-lm",)
+LIBS = ("-lm", "-Wl,-z,nodelete")  # never unloaded: OpenMP threads may outlive a dlclose
 
 _INSTALL_HINTS: tuple[tuple[str, str], ...] = (
     (r"^aarch64-linux-gnu-", "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
