@@ -59,7 +59,7 @@ def build_loop_nest(stage: Stage, root_extents: dict[str, int], prefix: str) -> 
         leaves.append(
             Leaf(name, var, ext[name], stage.kinds[name], kind, ann if kind == "thread" else None, pragma)
         )
-        values[name] = var
+        values[name] = var if ext[name] > 1 else Const(0)  # a loop of one iteration is not emitted
     preds: list[Expr] = []
     for rel in reversed(stage.relations):
         if isinstance(rel, FuseRel):

@@ -295,5 +295,8 @@ class Lowerer:
             if p < 0:
                 return body
             lf = leaves[p]
+            if lf.extent == 1 and lf.loop_kind != "thread":
+                stmt = body
+                continue
             stmt = For(lf.var, 0, lf.extent, lf.loop_kind, body, lf.thread, lf.auto_unroll)
         return stmt

@@ -147,8 +147,7 @@ def unroll(s: Stmt, ranges: Ranges) -> Stmt:
     if isinstance(s, For):
         ranges[s.var] = (s.begin, s.begin + s.extent - 1)
         body = unroll(s.body, ranges)
-        single = s.extent == 1 and s.kind in ("serial", "vectorized")
-        if single or (s.kind == "unrolled" and s.extent * stmt_size(body) <= MAX_UNROLL_COPIES):
+        if s.kind == "unrolled" and s.extent * stmt_size(body) <= MAX_UNROLL_COPIES:
             copies = []
             memo: dict[int, tuple] = {}
             for i in range(s.begin, s.begin + s.extent):
