@@ -50,14 +50,19 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def interleaved(candidates: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+def interleaved(
+    candidates: dict[str, Callable[[], float]], rounds: int, settle: float = 0.5
+) -> dict[str, list[float]]:
     """Call each candidate's timer once per round, in turn, so noise hits all of them alike.
 
+    Before each timer the process idles ``settle`` seconds: the thread pools of OpenBLAS and
+    OpenMP spin for a while after their last call and would steal cores from the next candidate.
     Each timer returns seconds per call; the result maps names to the per-round values.
     """
     out: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, timer in candidates.items():
+            time.sleep(settle)
             out[name].append(timer())
     return out
 

@@ -7,6 +7,7 @@ vector width and register count.
 
 from __future__ import annotations
 
+from ..emit_c.vector import chunks_of
 from ..expr import Tensor
 from ..schedule import Schedule, create_schedule
 from ..target import Target
@@ -47,28 +48,35 @@ def matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     return s
 
 
+def _conv_tile(width: int, channels: int, lanes: int, regs: int) -> tuple[int, int]:
+    """(output columns, output channels) of the accumulator tile: as many accumulator lanes as fit
+    in the registers next to one row of input vectors and a broadcast."""
+    best = (0, 1, 1)
+    for cols in (d for d in range(1, width + 1) if width % d == 0):
+        vectors = len(chunks_of(cols, lanes))
+        kt = min(channels, (regs - vectors - 1) // vectors)
+        if kt >= 1 and kt * cols > best[0]:
+            best = (kt * cols, cols, kt)
+    return best[1], best[2]
+
+
 def conv2d_nchw_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
-    """Direct NCHW convolution: a (channels x output row) accumulator tile in registers, the
+    """Direct NCHW convolution: a (channels x output columns) accumulator tile in registers, the
     padded input computed once, vectorized along the row, unrolled over channels and kernel
     columns, parallel over (channel block, row)."""
     tgt = Target.parse(target)
     conv = tensors[-1]
     s = create_schedule(conv)
-    width = conv.shape[3]
-    lanes = tgt.vector_lanes(conv.dtype)
-    vectors_per_row = -(-width // lanes)
-    kt = max(1, min(conv.shape[1], (_vector_regs(tgt) - 6) // vectors_per_row))
+    cols, kt = _conv_tile(conv.shape[3], conv.shape[1], tgt.vector_lanes(conv.dtype), _vector_regs(tgt))
     acc = s.cache_write(conv, "local")
     n, k, y, x = s[conv].op.axis
     ko, ki = s[conv].split(k, kt)
-    s[conv].reorder(n, ko, y, ki, x)
-    s[conv].vectorize(x)
+    xo, xi = s[conv].split(x, cols)
+    s[conv].reorder(n, ko, y, xo, ki, xi)
+    s[conv].vectorize(xi)
     if (tgt.num_threads or 1) > 1:
         s[conv].parallel(s[conv].fuse(ko, y))
-        attach = s[conv].leaf_itervars()[1]
-    else:
-        attach = y
-    s[acc].compute_at(s[conv], attach)
+    s[acc].compute_at(s[conv], xo)
     an, ak, ay, ax = s[acc].op.axis
     rc, ry, rx = s[acc].op.reduce_axis
     s[acc].reorder(an, ay, rc, ry, rx, ak, ax)
