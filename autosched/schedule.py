@@ -1,34 +1,20 @@
 """Schedules: a DAG plus a list of replayable steps, with TVM ``te``-style primitives.
 
 ``create_schedule(C)`` makes one stage per operation. ``s[C].split(...)`` and the other primitives
-append a :mod:`~autosched.steps` record and apply it to the stage state; every illegal request raises
-:class:`ScheduleError` naming the step. ``Schedule.replay(steps)`` rebuilds the same schedule from
-the records alone, which is how tuning logs are turned back into programs.
+append a :mod:`~autosched.steps` record and apply it to the stage state (the handlers are in
+:mod:`~autosched.primitives`); every illegal request raises :class:`ScheduleError` naming the step.
+``Schedule.replay(steps)`` rebuilds the same schedule from the records alone, which is how tuning
+logs are turned back into programs.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import steps as st
-from .expr import (
-    ComputeOp,
-    Expr,
-    IterVar,
-    Load,
-    Operation,
-    PlaceholderOp,
-    Reduce,
-    Tensor,
-    Var,
-    as_tensors,
-    rewrite,
-    topo_order,
-)
-from .transform import make_cache_op, make_rfactor_ops
+from .expr import ComputeOp, IterVar, Operation, PlaceholderOp, Tensor, Var, as_tensors, topo_order
 
 ANNOTATIONS = ("vectorize", "unroll", "parallel")
 THREAD_TAGS = (
@@ -264,7 +250,7 @@ class Schedule:
 
     def apply(self, step: st.Step) -> None:
         """Apply one step and record it; an illegal step raises and records nothing."""
-        handler = _HANDLERS.get(type(step))
+        handler = HANDLERS.get(type(step))
         if handler is None:
             raise ScheduleError(f"no handler for step {step!r}")
         name: str = getattr(step, "stage", "")
@@ -320,249 +306,5 @@ def create_schedule(outputs: Tensor | Operation | Sequence[Tensor | Operation]) 
     return Schedule(as_tensors(outputs))
 
 
-# ---------------------------------------------------------------------------- step handlers
-
-
-def _leaf(stage: Stage, axis: str) -> int:
-    if axis not in stage.leaves:
-        if axis in stage.kinds:
-            raise ScheduleError(f"axis {axis!r} is no longer a loop (it was split or fused)")
-        raise ScheduleError(f"no axis {axis!r}; current loops: {stage.leaves}")
-    return stage.leaves.index(axis)
-
-
-def _compute_only(stage: Stage) -> ComputeOp:
-    if not isinstance(stage.op, ComputeOp):
-        raise ScheduleError(f"{stage.name} is a placeholder; it has no loops to schedule")
-    return stage.op
-
-
-def _split(s: Schedule, stage: Stage, step: st.SplitStep) -> None:
-    _compute_only(stage)
-    pos = _leaf(stage, step.axis)
-    if (step.factor is None) == (step.nparts is None):
-        raise ScheduleError("give exactly one of factor and nparts")
-    value = step.factor if step.factor is not None else step.nparts
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ScheduleError(f"split factor/nparts must be a positive int, got {value!r}")
-    outer, inner = stage.leaves_after_split(step.axis)
-    if outer in stage.kinds or inner in stage.kinds:
-        raise ScheduleError(f"axis names {outer}/{inner} already exist")
-    kind = stage.kinds[step.axis]
-    stage.kinds[outer] = stage.kinds[inner] = kind
-    stage.relations.append(SplitRel(step.axis, outer, inner, step.factor, step.nparts))
-    stage.leaves[pos : pos + 1] = [outer, inner]
-    stage.annotations.pop(step.axis, None)
-
-
-def _reorder(s: Schedule, stage: Stage, step: st.ReorderStep) -> None:
-    _compute_only(stage)
-    if len(set(step.order)) != len(step.order):
-        raise ScheduleError(f"repeated axis in {list(step.order)}")
-    positions = sorted(_leaf(stage, a) for a in step.order)
-    for pos, name in zip(positions, step.order, strict=True):
-        stage.leaves[pos] = name
-
-
-def _fuse(s: Schedule, stage: Stage, step: st.FuseStep) -> None:
-    _compute_only(stage)
-    if len(step.axes) < 2:
-        raise ScheduleError("fuse needs at least two axes")
-    positions = [_leaf(stage, a) for a in step.axes]
-    if positions != list(range(positions[0], positions[0] + len(positions))):
-        raise ScheduleError(f"axes {list(step.axes)} are not adjacent loops in order (loops: {stage.leaves})")
-    kinds = {stage.kinds[a] for a in step.axes}
-    if len(kinds) > 1:
-        raise ScheduleError("cannot fuse a data-parallel axis with a reduction axis")
-    kind = stage.kinds[step.axes[0]]
-    current = step.axes[0]
-    for nxt in step.axes[1:]:
-        base = current[: -len(".fused")] if current.endswith(".fused") else current
-        fused = f"{base}.{nxt}.fused"
-        if fused in stage.kinds:
-            raise ScheduleError(f"axis name {fused} already exists")
-        stage.relations.append(FuseRel(current, nxt, fused))
-        stage.kinds[fused] = kind
-        current = fused
-    stage.leaves[positions[0] : positions[-1] + 1] = [current]
-    for a in step.axes:
-        stage.annotations.pop(a, None)
-
-
-def _annotate(s: Schedule, stage: Stage, step: st.AnnotateStep) -> None:
-    _compute_only(stage)
-    _leaf(stage, step.axis)
-    if step.annotation not in ANNOTATIONS:
-        raise ScheduleError(f"unknown annotation {step.annotation!r}; known: {ANNOTATIONS}")
-    if stage.kinds[step.axis] == "reduce" and step.annotation in ("vectorize", "parallel"):
-        raise ScheduleError(
-            f"cannot {step.annotation} reduction axis {step.axis!r}: iterations would race "
-            "on the same output element (use rfactor first)"
-        )
-    old = stage.annotations.get(step.axis)
-    if old is not None and old != step.annotation:
-        raise ScheduleError(f"axis {step.axis!r} is already annotated {old!r}")
-    stage.annotations[step.axis] = step.annotation
-
-
-def _bind(s: Schedule, stage: Stage, step: st.BindStep) -> None:
-    _compute_only(stage)
-    _leaf(stage, step.axis)
-    thread_axis(step.thread)
-    if stage.kinds[step.axis] == "reduce":
-        raise ScheduleError(f"cannot bind reduction axis {step.axis!r} to {step.thread}")
-    if step.thread in stage.annotations.values():
-        raise ScheduleError(f"{step.thread} is already bound in this stage")
-    stage.annotations[step.axis] = step.thread
-
-
-def _pragma(s: Schedule, stage: Stage, step: st.PragmaStep) -> None:
-    _compute_only(stage)
-    _leaf(stage, step.axis)
-    if step.key not in PRAGMAS:
-        raise ScheduleError(f"unknown pragma {step.key!r}; known: {PRAGMAS}")
-    if step.value < 0:
-        raise ScheduleError(f"pragma {step.key} needs a value >= 0, got {step.value}")
-    stage.pragmas.setdefault(step.axis, {})[step.key] = step.value
-
-
-def effective_readers(s: Schedule, name: str) -> list[Stage]:
-    """Stages that read ``name`` directly or through inlined stages."""
-    out: list[Stage] = []
-    for r in s.readers(name):
-        for x in effective_readers(s, r.name) if r.attach == ("inline",) else [r]:
-            if x not in out:
-                out.append(x)
-    return out
-
-
-def _downstream(s: Schedule, name: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        for r in s.readers(todo.pop()):
-            if r.name not in seen:
-                seen.add(r.name)
-                todo.append(r.name)
-    return seen
-
-
-def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
-    _compute_only(stage)
-    if stage.name in s.outputs:
-        raise ScheduleError("an output stage cannot be computed at another stage")
-    target = s.stages.get(step.target)
-    if target is None:
-        raise ScheduleError(f"no stage named {step.target!r}")
-    _leaf(target, step.axis)
-    if target.name not in _downstream(s, stage.name):
-        raise ScheduleError(f"{step.target} does not consume {stage.name}; compute_at needs a consumer loop")
-    node = target
-    while node.attach[0] == "at":
-        if node.attach[1] == stage.name:
-            raise ScheduleError("compute_at would create a cycle")
-        node = s.stages[node.attach[1]]
-    stage.attach = ("at", target.name, step.axis)
-
-
-def _compute_inline(s: Schedule, stage: Stage, step: st.ComputeInlineStep) -> None:
-    op = _compute_only(stage)
-    if stage.name in s.outputs:
-        raise ScheduleError("an output stage cannot be inlined")
-    if isinstance(op.body, Reduce):
-        raise ScheduleError("a reduction cannot be inlined")
-    if any(t.attach[:2] == ("at", stage.name) for t in s.stages.values()):
-        raise ScheduleError("other stages are computed at this one; it cannot be inlined")
-    stage.attach = ("inline",)
-
-
-def _compute_root(s: Schedule, stage: Stage, step: st.ComputeRootStep) -> None:
-    _compute_only(stage)
-    stage.attach = ("root",)
-
-
-def _cache_write(s: Schedule, stage: Stage, step: st.CacheWriteStep) -> None:
-    op = _compute_only(stage)
-    if step.scope not in SCOPES:
-        raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
-    if stage.relations or stage.annotations:
-        raise ScheduleError("cache_write must come before split/fuse/annotate of the stage")
-    if stage.attach == ("inline",):
-        raise ScheduleError("cannot cache_write an inlined stage")
-    cache_op, new_op = make_cache_op(op, f"{op.name}.{step.scope}")
-    s.insert_stage(cache_op, before=stage.name, scope=step.scope)
-    stage.reset(new_op)
-
-
-def _cache_read(s: Schedule, stage: Stage, step: st.CacheReadStep) -> None:
-    if step.scope not in SCOPES:
-        raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
-    if not step.readers:
-        raise ScheduleError("give at least one reader")
-    readers = []
-    for r in step.readers:
-        reader = s.stages.get(r)
-        if reader is None or not isinstance(reader.op, ComputeOp):
-            raise ScheduleError(f"reader {r!r} is not a compute stage of this schedule")
-        if not any(t.name == stage.name for t in reader.op.input_tensors):
-            raise ScheduleError(f"stage {r} does not read {stage.name}")
-        readers.append(reader)
-    shape = stage.op.shape
-    cache = _copy_op(stage.op.output(0), f"{stage.name}.{step.scope}", shape)
-    first = min(list(s.stages).index(r.name) for r in readers)
-    s.insert_stage(cache.op, before=list(s.stages)[first], scope=step.scope)
-    for reader in readers:
-        old = reader.op
-        assert isinstance(old, ComputeOp)
-
-        def swap(e: Expr, src: str = stage.name, dst: Tensor = cache) -> Expr | None:
-            if isinstance(e, Load) and e.tensor.name == src:
-                return Load(dst, tuple(rewrite(i, swap) for i in e.indices))
-            return None
-
-        reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs)
-
-
-def _copy_op(src: Tensor, name: str, shape: tuple[int, ...]) -> Tensor:
-    axis = tuple(IterVar(Var(f"ax{d}"), n, "data") for d, n in enumerate(shape))
-    return Tensor(ComputeOp(name, axis, Load(src, tuple(iv.var for iv in axis)), "cache"))
-
-
-def _rfactor(s: Schedule, stage: Stage, step: st.RfactorStep) -> None:
-    op = _compute_only(stage)
-    if stage.kinds.get(step.axis) != "reduce":
-        raise ScheduleError(f"{step.axis!r} is not a reduction axis of {stage.name}")
-    _leaf(stage, step.axis)
-    if not 0 <= step.factor_axis <= len(op.axis):
-        raise ScheduleError(f"factor_axis must be in [0, {len(op.axis)}], got {step.factor_axis}")
-    split = next(
-        (r for r in stage.relations if isinstance(r, SplitRel) and step.axis in (r.outer, r.inner)), None
-    )
-    if split is not None and any(
-        isinstance(r, SplitRel) and r.parent == split.parent and r is not split for r in stage.relations
-    ):
-        raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
-    if split is not None and split.parent not in {iv.name for iv in op.reduce_axis}:
-        raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
-    try:
-        rf_op, new_op = make_rfactor_ops(op, step.axis, split, step.factor_axis)
-    except ValueError as err:
-        raise ScheduleError(str(err)) from None
-    s.insert_stage(rf_op, before=stage.name)
-    stage.reset(new_op)
-
-
-_HANDLERS: dict[type, Callable[[Schedule, Stage, Any], None]] = {
-    st.SplitStep: _split,
-    st.ReorderStep: _reorder,
-    st.FuseStep: _fuse,
-    st.AnnotateStep: _annotate,
-    st.BindStep: _bind,
-    st.PragmaStep: _pragma,
-    st.ComputeAtStep: _compute_at,
-    st.ComputeInlineStep: _compute_inline,
-    st.ComputeRootStep: _compute_root,
-    st.CacheWriteStep: _cache_write,
-    st.CacheReadStep: _cache_read,
-    st.RfactorStep: _rfactor,
-}
+# The step handlers (and effective_readers, re-exported for lowering).
+from .primitives import HANDLERS, effective_readers  # noqa: E402, F401 - last: primitives imports this module

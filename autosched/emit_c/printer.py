@@ -7,24 +7,9 @@ import math
 from typing import ClassVar
 
 from ..dtypes import dtype as dtype_info
-from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
+from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
 from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .names import Namer
-
-INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "div": "/",
-    "lt": "<",
-    "le": "<=",
-    "gt": ">",
-    "ge": ">=",
-    "eq": "==",
-    "ne": "!=",
-    "and": "&&",
-    "or": "||",
-}
 
 
 class CPrinter:

@@ -137,6 +137,29 @@ def seq(stmts: Iterable[Stmt]) -> Stmt:
 EMPTY = Seq(())
 
 
+def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
+    """The statements directly inside ``s``: a loop's body, an if's branches, a sequence's items."""
+    if isinstance(s, For):
+        return (s.body,)
+    if isinstance(s, IfThenElse):
+        return (s.then,) if s.otherwise is None else (s.then, s.otherwise)
+    if isinstance(s, Seq):
+        return s.stmts
+    return ()
+
+
+def map_children(s: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
+    """``s`` rebuilt with ``fn`` applied to each of its :func:`stmt_children`."""
+    if isinstance(s, For):
+        return For(s.var, s.begin, s.extent, s.kind, fn(s.body), s.thread, s.auto_unroll)
+    if isinstance(s, IfThenElse):
+        other = None if s.otherwise is None else fn(s.otherwise)
+        return IfThenElse(s.cond, fn(s.then), other)
+    if isinstance(s, Seq):
+        return seq(fn(x) for x in s.stmts)
+    return s
+
+
 def format_stmt(s: Stmt) -> list[str]:
     """Readable lines of a statement (for debugging and ``print(asc.lower(...))``)."""
     if isinstance(s, Store):

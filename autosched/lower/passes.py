@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..expr import BinOp, Cmp, Const, Expr, Var, children, rewrite, substitute
 from ..schedule import ScheduleError
-from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, seq
+from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, map_children, seq, stmt_children
 from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, is_int, linear, rebuild, simplify
 
 MAX_UNROLL_COPIES = 512
-
-
-def map_stmt(s: Stmt, expr_fn: Callable[[Expr], Expr]) -> Stmt:
-    """Apply ``expr_fn`` to every expression of a statement tree."""
-    if isinstance(s, Store):
-        return Store(s.buffer, expr_fn(s.index), expr_fn(s.value))
-    if isinstance(s, For):
-        return For(s.var, s.begin, s.extent, s.kind, map_stmt(s.body, expr_fn), s.thread, s.auto_unroll)
-    if isinstance(s, IfThenElse):
-        other = None if s.otherwise is None else map_stmt(s.otherwise, expr_fn)
-        return IfThenElse(expr_fn(s.cond), map_stmt(s.then, expr_fn), other)
-    if isinstance(s, Seq):
-        return seq(map_stmt(x, expr_fn) for x in s.stmts)
-    return s
 
 
 def fold(s: Stmt, ranges: Ranges) -> Stmt:
@@ -54,27 +38,15 @@ def loop_ranges(s: Stmt, out: Ranges) -> Ranges:
     """Ranges of every loop variable inside ``s``."""
     if isinstance(s, For):
         out[s.var] = (s.begin, s.begin + s.extent - 1)
-        loop_ranges(s.body, out)
-    elif isinstance(s, IfThenElse):
-        loop_ranges(s.then, out)
-        if s.otherwise is not None:
-            loop_ranges(s.otherwise, out)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
-            loop_ranges(x, out)
+    for x in stmt_children(s):
+        loop_ranges(x, out)
     return out
 
 
 def guards(s: Stmt) -> list[Expr]:
     """Every guard condition part inside ``s``."""
-    if isinstance(s, IfThenElse):
-        out = conjuncts(s.cond) + guards(s.then)
-        return out + (guards(s.otherwise) if s.otherwise is not None else [])
-    if isinstance(s, For):
-        return guards(s.body)
-    if isinstance(s, Seq):
-        return [g for x in s.stmts for g in guards(x)]
-    return []
+    own = conjuncts(s.cond) if isinstance(s, IfThenElse) else []
+    return own + [g for x in stmt_children(s) for g in guards(x)]
 
 
 def _main_end(loop: For, ranges: Ranges) -> int:
@@ -106,13 +78,7 @@ def partition(s: Stmt, ranges: Ranges) -> Stmt:
                 parts = [fold(main, dict(ranges)), fold(tail, dict(ranges))]
                 return seq(partition(p, ranges) for p in parts if p != EMPTY)
         ranges[s.var] = (s.begin, s.begin + s.extent - 1)
-        return For(s.var, s.begin, s.extent, s.kind, partition(s.body, ranges), s.thread, s.auto_unroll)
-    if isinstance(s, IfThenElse):
-        other = None if s.otherwise is None else partition(s.otherwise, ranges)
-        return IfThenElse(s.cond, partition(s.then, ranges), other)
-    if isinstance(s, Seq):
-        return seq(partition(x, ranges) for x in s.stmts)
-    return s
+    return map_children(s, lambda x: partition(x, ranges))
 
 
 def trip_count(s: Stmt) -> int:
@@ -134,12 +100,7 @@ def auto_unroll(s: Stmt, limit: int | None = None) -> Stmt:
         if lim is not None and kind == "serial" and trip_count(s) <= lim:
             kind = "unrolled"
         return For(s.var, s.begin, s.extent, kind, auto_unroll(s.body, lim), s.thread, None)
-    if isinstance(s, IfThenElse):
-        other = None if s.otherwise is None else auto_unroll(s.otherwise, limit)
-        return IfThenElse(s.cond, auto_unroll(s.then, limit), other)
-    if isinstance(s, Seq):
-        return seq(auto_unroll(x, limit) for x in s.stmts)
-    return s
+    return map_children(s, lambda x: auto_unroll(x, limit))
 
 
 def unroll(s: Stmt, ranges: Ranges) -> Stmt:
@@ -156,12 +117,7 @@ def unroll(s: Stmt, ranges: Ranges) -> Stmt:
             ranges[s.var] = (s.begin, s.begin + s.extent - 1)
             return seq(c for c in copies if c != EMPTY)
         return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
-    if isinstance(s, IfThenElse):
-        other = None if s.otherwise is None else unroll(s.otherwise, ranges)
-        return IfThenElse(s.cond, unroll(s.then, ranges), other)
-    if isinstance(s, Seq):
-        return seq(unroll(x, ranges) for x in s.stmts)
-    return s
+    return map_children(s, lambda x: unroll(x, ranges))
 
 
 def uses(e: Expr, var: Var) -> bool:
@@ -242,12 +198,8 @@ def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool =
         if s.kind == "thread" and not gpu:
             raise ScheduleError(f"loop {s.var.name} is bound to {s.thread}; bind needs a GPU target")
         check_loops(s.body, gpu, in_parallel or s.kind == "parallel", in_vector or s.kind == "vectorized")
-    elif isinstance(s, IfThenElse):
-        check_loops(s.then, gpu, in_parallel, in_vector)
-        if s.otherwise is not None:
-            check_loops(s.otherwise, gpu, in_parallel, in_vector)
-    elif isinstance(s, Seq):
-        for x in s.stmts:
+    elif isinstance(s, (IfThenElse, Seq)):
+        for x in stmt_children(s):
             check_loops(x, gpu, in_parallel, in_vector)
     elif not isinstance(s, (Store, Allocate, Barrier)):
         raise TypeError(f"unknown statement {s!r}")
