@@ -257,7 +257,8 @@ class Schedule:
         stage = self.stages.get(name)
         if stage is None:
             raise ScheduleError(f"{step.kind}: no stage named {name!r}")
-        with self.transaction():
+        local = not isinstance(step, (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep))
+        with self.transaction(stage.name if local else None):
             try:
                 handler(self, stage, step)
             except ScheduleError as err:
@@ -265,11 +266,12 @@ class Schedule:
             self.steps.append(step)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, only: str | None = None) -> Iterator[None]:
         """Undo every change made inside the block if it raises: a rejected request (one step, or
-        a composite such as ``tile``) leaves the schedule as it was."""
+        a composite such as ``tile``) leaves the schedule as it was. ``only`` names the one stage
+        the block can change (a cheaper snapshot)."""
         saved_order = dict(self.stages)
-        saved = {name: stage.snapshot() for name, stage in self.stages.items()}
+        saved = {name: stage.snapshot() for name, stage in self.stages.items() if only in (None, name)}
         n_steps = len(self.steps)
         try:
             yield

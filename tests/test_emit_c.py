@@ -705,3 +705,18 @@ def test_first_line_is_a_comment_and_the_symbol_loads() -> None:
     case.check(outs)
     assert IDENT.fullmatch(f.name)
     assert f"int {f.name}(" in asc.emit(s, args, name="my kernel!")
+
+
+def test_gcc_if_conversion_workaround() -> None:
+    """A padded conv whose padding is inlined (a guarded load inside the reduction): gcc 12.2 with
+    -O3 -march=native on AVX-512 computed wrong values until the C target turned off loop
+    if-conversion. Hypothesis found it (conv2d_nchw(1,1,3,3,1,2,1,1,2,1), pad inlined)."""
+    wl = asc.get_workload("conv2d_nchw", (1, 1, 3, 3, 1, 2, 1, 1, 2, 1))
+    s = asc.create_schedule(wl.outputs)
+    s.stages["pad"].compute_inline()
+    f = asc.build(s, wl.tensors(), "c")
+    KEEP_ALIVE.append(f)
+    data, kernel = wl.random_inputs(0)
+    out = np.zeros(wl.outputs[0].shape, np.float32)
+    f(data, kernel, out)
+    np.testing.assert_allclose(out, wl.reference(data, kernel)[0], rtol=1e-5, atol=1e-5)

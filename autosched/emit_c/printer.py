@@ -179,7 +179,7 @@ class CPrinter:
                 return
         elif s.kind == "parallel" and not self.portable:
             self.emit(self.parallel_pragma.format(n=self.num_threads), indent)
-        elif s.kind == "unrolled" and not self.portable:
+        elif s.kind in ("unrolled", "unroll_hint") and not self.portable:
             self.emit(self.unroll_pragma.format(n=s.extent), indent)
         v = self.var(s.var)
         self.emit(f"for (int {v} = {s.begin}; {v} < {s.begin + s.extent}; ++{v}) {{", indent)

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from ..expr import Expr, Var, to_str
 
-LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread")
+# "unrolled" loops are expanded by lowering; "unroll_hint" loops are left to the C compiler's
+# unroller (``#pragma GCC unroll``), which keeps big auto-unrolled nests cheap to lower
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled", "unroll_hint", "thread")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,14 @@ from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, map
 from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, is_int, linear, rebuild, simplify
 
 MAX_UNROLL_COPIES = 512
+AUTO_EXPAND = 16  # auto-unrolled nests up to this many iterations are expanded here
 
 
 def fold(s: Stmt, ranges: Ranges) -> Stmt:
-    """Simplify every expression under the loop ranges; drop guards that are decided."""
+    """Simplify guards under the loop ranges; drop the ones that are decided. (Indices were
+    simplified when lowering built them, so stores are left as they are.)"""
     if isinstance(s, Store):
-        return Store(s.buffer, simplify(s.index, ranges), simplify(s.value, ranges))
+        return s
     if isinstance(s, For):
         ranges[s.var] = (s.begin, s.begin + s.extent - 1)
         body = fold(s.body, ranges)
@@ -70,7 +72,7 @@ def _main_end(loop: For, ranges: Ranges) -> int:
 def partition(s: Stmt, ranges: Ranges) -> Stmt:
     """Split loops with tail guards into a guard-free main part and a guarded tail."""
     if isinstance(s, For):
-        if s.kind in ("serial", "unrolled") and guards(s.body):
+        if s.kind in ("serial", "unrolled", "unroll_hint") and guards(s.body):
             m = _main_end(s, ranges)
             if s.begin < m < s.begin + s.extent:
                 main = For(s.var, s.begin, m - s.begin, s.kind, s.body, s.thread, s.auto_unroll)
@@ -98,7 +100,7 @@ def auto_unroll(s: Stmt, limit: int | None = None) -> Stmt:
         lim = s.auto_unroll if s.auto_unroll is not None else limit
         kind = s.kind
         if lim is not None and kind == "serial" and trip_count(s) <= lim:
-            kind = "unrolled"
+            kind = "unrolled" if trip_count(s) <= AUTO_EXPAND else "unroll_hint"
         return For(s.var, s.begin, s.extent, kind, auto_unroll(s.body, lim), s.thread, None)
     return map_children(s, lambda x: auto_unroll(x, limit))
 
