@@ -1,0 +1,264 @@
+"""Random annotation (Ansor): fill a sketch's holes to get a complete program.
+
+An :class:`Annotation` holds every choice, as plain JSON-friendly values, keyed by stage:
+
+- ``tiles``      inner tile factors per axis: three per spatial axis (levels 1-3 of ``SSRSRS``;
+                 level 0 is what remains), one per reduction axis (level 1); ``rfactor`` stages
+                 keep their split factor under the axis name;
+- ``parallel``   how many outer spatial loops are fused into the parallel loop (0: none);
+- ``vectorize``  whether the innermost spatial loop is vectorized;
+- ``unroll``     the auto-unroll depth (``auto_unroll_max_step``) from {0, 16, 64, 512};
+- ``location``   for ``simple`` stages: ``root``, ``inline``, or ``at:<leaf index>`` of its consumer.
+
+:func:`apply_sketch` turns (sketch, annotation) into a :class:`~autosched.schedule.Schedule` by
+calling the public primitives, so the program is a replayable list of steps.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..expr import ComputeOp, Tensor
+from ..schedule import Schedule, Stage, create_schedule, effective_readers
+from ..target import Target
+from .sketch import Sketch, StagePlan
+
+UNROLL_STEPS = (0, 16, 64, 512)
+MAX_LOCAL_TILE = 4096  # elements of a register/cache tile (keeps stack arrays small)
+
+
+@dataclass
+class Annotation:
+    """The filled holes of a sketch (see the module docstring)."""
+
+    tiles: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    parallel: dict[str, int] = field(default_factory=dict)
+    vectorize: dict[str, bool] = field(default_factory=dict)
+    unroll: dict[str, int] = field(default_factory=dict)
+    location: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Annotation:
+        return Annotation(**{k: dict(v) for k, v in data.items()})
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def sample_factors(extent: int, count: int, rng: random.Random, lanes: int = 1) -> list[int]:
+    """``count`` inner tile factors, outermost first, whose product divides ``extent`` (any
+    factorization, not only powers of two); now and then the innermost is a vector-width multiple
+    that need not divide (the split then has a guarded tail)."""
+    out: list[int] = []
+    rest = extent
+    for _ in range(count):
+        f = rng.choice(divisors(rest))
+        out.append(f)
+        rest //= f
+    out.reverse()  # the last factor drawn from the full extent becomes the outermost inner level
+    if lanes > 1 and extent > lanes and rng.random() < 0.2:
+        out[-1] = lanes * rng.choice((1, 2))
+    return out
+
+
+def _spatial(op: ComputeOp) -> list[str]:
+    return [iv.name for iv in op.axis]
+
+
+def _reduce(op: ComputeOp) -> list[str]:
+    return [iv.name for iv in op.reduce_axis]
+
+
+def sample_annotation(
+    sketch: Sketch, outputs: Sequence[Tensor], target: Target, rng: random.Random
+) -> Annotation:
+    """A random complete annotation of ``sketch``."""
+    ops = {op.name: op for op in _compute_ops(outputs)}
+    ann = Annotation()
+    threads = target.num_threads or 1
+    for plan in sketch.plans:
+        op = ops[plan.stage]
+        lanes = target.vector_lanes(op.dtype)
+        if plan.rule in ("tile", "tile_fuse", "tile_cache"):
+            fused = plan.rule != "tile"
+            for _ in range(20):  # local tiles must stay small: resample a few times
+                tiles = {
+                    a: sample_factors(iv.extent, 3, rng, lanes if a == op.axis[-1].name else 1)
+                    for a, iv in zip(_spatial(op), op.axis, strict=True)
+                }
+                if not fused or _product(f[1] * f[2] for f in tiles.values()) <= MAX_LOCAL_TILE:
+                    break
+            else:
+                tiles = {a: [1, 1, 1] for a in _spatial(op)}
+            tiles |= {
+                a: sample_factors(iv.extent, 1, rng)
+                for a, iv in zip(_reduce(op), op.reduce_axis, strict=True)
+            }
+            ann.tiles[plan.stage] = tiles
+            ann.vectorize[plan.stage] = rng.random() < 0.9
+        elif plan.rule == "rfactor":
+            axis = op.reduce_axis[0]
+            ann.tiles[plan.stage] = {
+                axis.name: [rng.choice([d for d in divisors(axis.extent) if d > 1] or [1])]
+            }
+        elif plan.rule == "simple":
+            ann.location[plan.stage] = _sample_location(plan, op, outputs, rng)
+            ann.vectorize[plan.stage] = rng.random() < 0.8
+        if plan.rule not in ("inline", "fused"):
+            attached = ann.location.get(plan.stage, "root") != "root"
+            ann.parallel[plan.stage] = 0 if threads == 1 or attached else rng.randint(1, max(1, len(op.axis)))
+            ann.unroll[plan.stage] = rng.choice(UNROLL_STEPS)
+    return ann
+
+
+def _product(values: Any) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _sample_location(plan: StagePlan, op: ComputeOp, outputs: Sequence[Tensor], rng: random.Random) -> str:
+    if op.name in {t.name for t in outputs}:
+        return "root"
+    choices = ["root", "at"]
+    if not op.reduce_axis:
+        choices.append("inline")
+    pick = rng.choice(choices)
+    return f"at:{rng.randint(0, 7)}" if pick == "at" else pick
+
+
+def _compute_ops(outputs: Sequence[Tensor]) -> list[ComputeOp]:
+    from ..expr import topo_order
+
+    return [op for op in topo_order(list(outputs)) if isinstance(op, ComputeOp)]
+
+
+# ---------------------------------------------------------------------------- applying
+
+
+def apply_sketch(sketch: Sketch, ann: Annotation, outputs: Sequence[Tensor], target: Target) -> Schedule:
+    """The schedule of (sketch, annotation), built with public primitives only."""
+    s = create_schedule(list(outputs))
+    for plan in sketch.plans:
+        rule = plan.rule
+        if rule == "inline":
+            s[plan.stage].compute_inline()
+        elif rule == "tile":
+            _tile(s, s[plan.stage], ann, plan.stage)
+        elif rule == "tile_fuse":
+            _tile_fused(s, s[plan.stage], s[plan.consumer or ""], ann, plan.stage, target)
+        elif rule == "tile_cache":
+            cache = s.cache_write(s[plan.stage].op.output(0), "local")
+            _tile_fused(s, s[cache], s[plan.stage], ann, plan.stage, target)
+        elif rule == "rfactor":
+            _rfactor(s, plan.stage, ann, target)
+        elif rule == "simple":
+            _simple(s, s[plan.stage], ann, plan.stage, target)
+    return s
+
+
+def _split_levels(stage: Stage, axis: str, factors: list[int]) -> list[str]:
+    """Split ``axis`` into ``len(factors) + 1`` loops, outermost first."""
+    names = []
+    current = axis
+    for i, _ in enumerate(factors):
+        inner = _product(factors[i:])
+        outer, rest = stage.split(current, max(1, inner))
+        names.append(outer.name)
+        current = rest.name
+    return [*names, current]
+
+
+def _annotate_outer(s: Schedule, stage: Stage, outer: list[str], ann: Annotation, key: str) -> None:
+    p = min(ann.parallel.get(key, 0), len(outer))
+    if p >= 1:
+        loop = stage.fuse(*outer[:p]).name if p > 1 else outer[0]
+        stage.parallel(loop)
+    step = ann.unroll.get(key, 0)
+    if step:
+        stage.pragma(stage.leaves[0], "auto_unroll_max_step", step)
+
+
+def _tile(s: Schedule, stage: Stage, ann: Annotation, key: str) -> None:
+    """SSRSRS multi-level tiling of one stage."""
+    op = stage.op
+    tiles = ann.tiles[key]
+    sp = [_split_levels(stage, a, tiles[a]) for a in _spatial(op)]  # type: ignore[arg-type]
+    rd = [_split_levels(stage, a, tiles[a]) for a in _reduce(op)]  # type: ignore[arg-type]
+    order = [lv[0] for lv in sp] + [lv[1] for lv in sp] + [lv[0] for lv in rd]
+    order += [lv[2] for lv in sp] + [lv[1] for lv in rd] + [lv[3] for lv in sp]
+    stage.reorder(*order)
+    if ann.vectorize.get(key) and sp:
+        stage.vectorize(sp[-1][3])
+    _annotate_outer(s, stage, [lv[0] for lv in sp], ann, key)
+
+
+def _tile_fused(s: Schedule, inner: Stage, outer: Stage, ann: Annotation, key: str, target: Target) -> None:
+    """Tile ``outer`` (the consumer) on levels 0-1, compute ``inner`` in it, tile ``inner`` RSRS."""
+    tiles = ann.tiles[key]
+    names = _spatial(inner.op)  # type: ignore[arg-type]
+    out_axes = [iv.name for iv in outer.op.axis]
+    levels = [
+        _split_levels(outer, a, [tiles[n][0], tiles[n][1] * tiles[n][2]])
+        for a, n in zip(out_axes, names, strict=True)
+    ]
+    outer.reorder(*[lv[0] for lv in levels], *[lv[1] for lv in levels], *[lv[2] for lv in levels])
+    if ann.vectorize.get(key) and levels:
+        outer.vectorize(levels[-1][2])
+    inner.compute_at(outer, levels[-1][1])
+    sp = [_split_levels(inner, a, [tiles[a][2]]) for a in names]
+    rd = [_split_levels(inner, a, tiles[a]) for a in _reduce(inner.op)]  # type: ignore[arg-type]
+    inner.reorder(*[lv[0] for lv in rd], *[lv[0] for lv in sp], *[lv[1] for lv in rd], *[lv[1] for lv in sp])
+    if ann.vectorize.get(key) and sp:
+        inner.vectorize(sp[-1][1])
+    _annotate_outer(s, outer, [lv[0] for lv in levels], ann, key)
+    if ann.unroll.get(key):
+        inner.pragma(inner.leaves[0], "auto_unroll_max_step", ann.unroll[key])
+
+
+def _rfactor(s: Schedule, name: str, ann: Annotation, target: Target) -> None:
+    stage = s[name]
+    axis = stage.op.reduce_axis[0]
+    _, ki = stage.split(axis, ann.tiles[name][axis.name][0])
+    rf = s.rfactor(stage.op.output(0), ki)
+    _simple(s, s[rf], ann, name, target)
+    _simple(s, s[name], ann, name, target)
+
+
+def _simple(s: Schedule, stage: Stage, ann: Annotation, key: str, target: Target) -> None:
+    """Root, inline or compute_at placement; parallel outer loops; vectorized inner loop."""
+    where = ann.location.get(key, "root")
+    readers = effective_readers(s, stage.name)
+    if where == "inline" and not stage.op.reduce_axis and stage.name not in s.outputs:
+        stage.compute_inline()
+        return
+    if where.startswith("at:") and len(readers) == 1 and readers[0].leaves:
+        reader = readers[0]
+        stage.compute_at(reader, reader.leaves[min(int(where[3:]), len(reader.leaves) - 1)])
+    spatial = [iv.name for iv in stage.op.axis]
+    lanes = target.vector_lanes(stage.op.dtype)
+    vec = None
+    if ann.vectorize.get(key) and not stage.op.reduce_axis and spatial and stage.op.axis[-1].extent > 1:
+        _, inner = stage.split(spatial[-1], min(lanes, stage.op.axis[-1].extent))
+        stage.vectorize(inner)
+        vec = inner.name
+    if stage.attach == ("root",):
+        outer = []
+        for leaf in stage.leaves:
+            if stage.kinds[leaf] != "data" or leaf == vec:
+                break
+            outer.append(leaf)
+        _annotate_outer(s, stage, outer, ann, key)

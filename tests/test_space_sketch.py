@@ -1,0 +1,158 @@
+"""Generated spaces (Ansor): sketches, random annotation, mutation, replay, on every built-in
+operator and on user-defined computations. Every sampled program is built and checked."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import autosched as asc
+from autosched.expr import Expr, Var
+from autosched.space.annotate import MAX_LOCAL_TILE, Annotation, sample_factors
+from autosched.space.generated import SketchProgram, SketchSpace
+from autosched.space.sketch import generate_sketches
+
+TARGET = "c -num-threads=2"
+SAMPLES = 200
+
+# small shapes, most of them not dividing any tile size
+WORKLOADS = [
+    ("matmul", (37, 29, 23)),
+    ("matmul", (16, 24, 8, "float32", True)),
+    ("batch_matmul", (2, 9, 13, 7)),
+    ("dense", (5, 19, 11)),
+    ("conv2d_nchw", (1, 5, 9, 11, 6, 3, 3, 2, 1)),
+    ("conv2d_nhwc", (1, 9, 7, 5, 6, 3, 3, 1, 1)),
+    ("depthwise_conv2d_nchw", (1, 7, 10, 10, 3, 3, 1, 1)),
+    ("max_pool2d", (1, 3, 9, 9, 3, 2, 1)),
+    ("avg_pool2d", (1, 3, 9, 9, 3, 2, 1)),
+    ("softmax", (3, 300)),
+    ("relu", (7, 33)),
+    ("add", (5, 17)),
+]
+
+
+def check(wl: asc.Workload, sched: asc.Schedule, seed: int) -> None:
+    f = asc.build(sched, wl.tensors(), TARGET)
+    inputs = wl.random_inputs(seed)
+    outs = [np.full(t.shape, np.nan, t.dtype) for t in wl.outputs]
+    f(*inputs, *outs)
+    for got, want in zip(outs, wl.reference(*inputs), strict=True):
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_sketches_follow_the_derivation_rules() -> None:
+    def rules(name: str, args: tuple) -> list[str]:
+        return [str(s) for s in generate_sketches(asc.get_workload(name, args).outputs)]
+
+    assert rules("matmul", (64, 64, 64)) == ["C: tile", "C: tile_cache"]
+    assert rules("dense", (8, 16, 32)) == ["out: fused; dense: tile_fuse (fused into out)"]
+    conv = rules("conv2d_nchw", (1, 8, 9, 9, 8, 3, 3, 1, 1))
+    assert conv == ["conv: tile; pad: simple", "conv: tile_cache; pad: simple"]
+    assert rules("max_pool2d", (1, 3, 8, 8, 3, 2, 1)) == ["pool: simple; pad: simple"]
+    softmax = rules("softmax", (2, 1000))  # little spatial parallelism: rfactor is an option
+    assert len(softmax) == 4 and all("expval: inline" in s for s in softmax)
+    assert any("expsum: rfactor" in s for s in softmax)
+
+
+@pytest.mark.parametrize(("name", "args"), WORKLOADS, ids=[f"{n}{a}" for n, a in WORKLOADS])
+def test_sampled_programs_are_valid_and_correct(name: str, args: tuple) -> None:
+    wl = asc.get_workload(name, args)
+    space = SketchSpace(wl, TARGET)
+    rng = random.Random(hash((name, args)) & 0xFFFF)
+    for i in range(SAMPLES):
+        check(wl, space.schedule(space.sample(rng)), i)
+
+
+@pytest.mark.parametrize(("name", "args"), WORKLOADS[:6], ids=[f"{n}{a}" for n, a in WORKLOADS[:6]])
+def test_programs_replay_from_json_to_the_same_source(name: str, args: tuple) -> None:
+    wl = asc.get_workload(name, args)
+    space = SketchSpace(wl, TARGET)
+    rng = random.Random(7)
+    for _ in range(40):
+        program = space.sample(rng)
+        sched = space.schedule(program)
+        text = json.dumps(asc.steps_to_json(sched.steps))
+        fresh = asc.get_workload(name, args)
+        replayed = asc.Schedule.replay(fresh.outputs, asc.steps_from_json(json.loads(text)))
+        assert asc.emit(replayed, fresh.tensors(), TARGET) == asc.emit(sched, wl.tensors(), TARGET)
+        text = json.dumps(program.annotation.to_json())
+        again = SketchProgram(program.sketch, Annotation.from_json(json.loads(text)))
+        assert space.steps(again) == tuple(sched.steps)
+
+
+@pytest.mark.parametrize(("name", "args"), WORKLOADS[:8], ids=[f"{n}{a}" for n, a in WORKLOADS[:8]])
+def test_mutation_and_crossover_keep_programs_valid(name: str, args: tuple) -> None:
+    wl = asc.get_workload(name, args)
+    space = SketchSpace(wl, TARGET)
+    rng = random.Random(11)
+    population = [space.sample(rng) for _ in range(6)]
+    for i in range(60):
+        parent = rng.choice(population)
+        child = space.mutate(parent, rng) if i % 3 else space.crossover(parent, rng.choice(population), rng)
+        check(wl, space.schedule(child), i)
+        population[rng.randrange(len(population))] = child
+
+
+def test_mutation_keeps_tile_products() -> None:
+    wl = asc.get_workload("matmul", (64, 48, 32))
+    space = SketchSpace(wl, TARGET)
+    rng = random.Random(3)
+    program = space.sample(rng)
+    for _ in range(50):
+        child = space.mutate(program, rng)
+        for stage, axes in child.annotation.tiles.items():
+            for axis, factors in axes.items():
+                old = program.annotation.tiles[stage][axis]
+                if len(factors) == 3:  # spatial levels 1-3: a factor moved, the product did not change
+                    assert np.prod(factors) == np.prod(old)
+                    assert factors[1] * factors[2] <= MAX_LOCAL_TILE
+        program = child
+
+
+def test_tile_factors_are_any_factorization() -> None:
+    rng = random.Random(0)
+    seen = {tuple(sample_factors(60, 3, rng)) for _ in range(500)}
+    assert all(60 % int(np.prod(f)) == 0 for f in seen)
+    assert any(3 in f or 5 in f for f in seen)  # not only powers of two
+    assert len(seen) > 20
+
+
+def test_generated_space_of_a_user_defined_operator() -> None:
+    """A fused matmul + bias + GELU-like epilogue and a 1-D stencil, written here, never registered
+    as built-ins: their spaces come from the DAG alone."""
+
+    @asc.workload("test_matmul_gelu", override=True)
+    def matmul_gelu(m: int, n: int, k: int) -> list[asc.Tensor]:
+        A = asc.placeholder((m, k), name="A")
+        W = asc.placeholder((k, n), name="W")
+        bias = asc.placeholder((n,), name="bias")
+        r = asc.reduce_axis(k, name="r")
+        mm = asc.compute((m, n), lambda i, j: asc.sum(A[i, r] * W[r, j], axis=r), name="mm")
+
+        def gelu(i: Var, j: Var) -> Expr:
+            x = mm[i, j] + bias[j]
+            return 0.5 * x * (1.0 + asc.tanh(0.79788456 * x))
+
+        out = asc.compute((m, n), gelu, name="gelu")
+        return [A, W, bias, out]
+
+    @asc.workload("test_stencil", override=True)
+    def stencil(n: int) -> list[asc.Tensor]:
+        X = asc.placeholder((n,), name="X")
+        Y = asc.compute((n - 2,), lambda i: X[i] + X[i + 1] + X[i + 2], name="Y")
+        return [X, Y]
+
+    gelu = asc.get_workload("test_matmul_gelu", (13, 21, 9))
+    sketches = [str(s) for s in SketchSpace(gelu, TARGET).sketches]
+    assert sketches == ["gelu: fused; mm: tile_fuse (fused into gelu)"]
+    rng = random.Random(5)
+    for name, args in (("test_matmul_gelu", (13, 21, 9)), ("test_stencil", (101,))):
+        wl = asc.get_workload(name, args)
+        space = SketchSpace(wl, TARGET)
+        for i in range(40):
+            check(wl, space.schedule(space.sample(rng)), i)
