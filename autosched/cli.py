@@ -4,6 +4,8 @@
     autosched run WORKLOAD ARGS... [--target T] [--rounds N] [--json]
                                            build a workload's CPU schedule, check it against the
                                            numpy reference and time both side by side
+    autosched space WORKLOAD ARGS... [--sample N]
+                                           list the generated sketches, print sampled programs
 
 Every error ends with one line on stderr and exit status 2, never a traceback.
 """
@@ -14,6 +16,7 @@ import argparse
 import ast
 import contextlib
 import json
+import random
 import statistics
 import sys
 import time
@@ -116,6 +119,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_space(args: argparse.Namespace) -> int:
+    from .space.generated import SketchSpace
+
+    wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
+    space = SketchSpace(wl, Target.parse(args.target))
+    print(space.describe())
+    rng = random.Random(args.seed)
+    for n in range(args.sample):
+        program = space.sample(rng)
+        print(f"\nprogram {n}: sketch [{program.sketch}], annotation {json.dumps(program.annotation.to_json())}")
+        for step in space.steps(program):
+            print(f"  {step}")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autosched", description="autotuning SDK for tensor programs")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -127,6 +145,13 @@ def make_parser() -> argparse.ArgumentParser:
     run.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
     run.add_argument("--json", action="store_true", help="print one JSON summary object")
     run.set_defaults(func=cmd_run)
+    space = sub.add_parser("space", help="list a workload's generated sketches and sample programs")
+    space.add_argument("workload")
+    space.add_argument("args", nargs="*")
+    space.add_argument("--target", default="c")
+    space.add_argument("--sample", type=int, default=1, help="random programs to print")
+    space.add_argument("--seed", type=int, default=0)
+    space.set_defaults(func=cmd_space)
     return parser
 
 

@@ -8,7 +8,9 @@ An :class:`Annotation` holds every choice, as plain JSON-friendly values, keyed 
 - ``parallel``   how many outer spatial loops are fused into the parallel loop (0: none);
 - ``vectorize``  whether the innermost spatial loop is vectorized;
 - ``unroll``     the auto-unroll depth (``auto_unroll_max_step``) from {0, 16, 64, 512};
-- ``location``   for ``simple`` stages: ``root``, ``inline``, or ``at:<leaf index>`` of its consumer.
+- ``location``   for ``simple`` stages: ``root``, ``inline``, or ``at:<leaf index>`` of its consumer;
+- ``pack``       for fused tiles: an input to copy into a contiguous local panel (``cache_read``)
+                 once per outer tile of the axes it depends on ("" for none).
 
 :func:`apply_sketch` turns (sketch, annotation) into a :class:`~autosched.schedule.Schedule` by
 calling the public primitives, so the program is a replayable list of steps.
@@ -21,13 +23,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..expr import ComputeOp, Tensor
+from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, walk
 from ..schedule import Schedule, Stage, create_schedule, effective_readers
 from ..target import Target
 from .sketch import Sketch, StagePlan
 
 UNROLL_STEPS = (0, 16, 64, 512)
 MAX_LOCAL_TILE = 4096  # elements of a register/cache tile (keeps stack arrays small)
+MAX_PANEL = 1 << 16  # elements of a packed operand panel (on the stack of each thread)
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Annotation:
     vectorize: dict[str, bool] = field(default_factory=dict)
     unroll: dict[str, int] = field(default_factory=dict)
     location: dict[str, str] = field(default_factory=dict)
+    pack: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +112,9 @@ def sample_annotation(
             }
             ann.tiles[plan.stage] = tiles
             ann.vectorize[plan.stage] = rng.random() < 0.9
+            if fused:
+                options = [t for t in pack_candidates(op, tiles) if rng.random() < 0.5]
+                ann.pack[plan.stage] = options[0] if options else ""
         elif plan.rule == "rfactor":
             axis = op.reduce_axis[0]
             ann.tiles[plan.stage] = {
@@ -121,6 +128,26 @@ def sample_annotation(
             ann.parallel[plan.stage] = 0 if threads == 1 or attached else rng.randint(1, max(1, len(op.axis)))
             ann.unroll[plan.stage] = rng.choice(UNROLL_STEPS)
     return ann
+
+
+def pack_candidates(op: ComputeOp, tiles: dict[str, list[int]]) -> list[str]:
+    """Inputs of a tiled stage worth packing: read without some spatial index (reused across it)
+    and small enough, per outer tile, for a panel on the stack."""
+    out = []
+    spatial = {iv.var.name: iv for iv in op.axis}
+    for load in (n for n in walk(op.body) if isinstance(n, Load)):
+        if load.tensor.name in out or not isinstance(load.tensor.op, PlaceholderOp):
+            continue
+        used = {v.name for i in load.indices for v in walk(i) if isinstance(v, Var)}
+        if not set(spatial) - used:
+            continue
+        size = 1
+        for dim, index in zip(load.tensor.shape, load.indices, strict=True):
+            names = {v.name for v in walk(index) if isinstance(v, Var)} & set(spatial)
+            size *= min(dim, _product(_product(tiles[a]) for a in names)) if names else dim
+        if size <= MAX_PANEL:
+            out.append(load.tensor.name)
+    return out
 
 
 def _product(values: Any) -> int:
@@ -210,12 +237,20 @@ def _tile_fused(s: Schedule, inner: Stage, outer: Stage, ann: Annotation, key: s
     """Tile ``outer`` (the consumer) on levels 0-1, compute ``inner`` in it, tile ``inner`` RSRS."""
     tiles = ann.tiles[key]
     names = _spatial(inner.op)  # type: ignore[arg-type]
+    packed = ann.pack.get(key, "")
+    panel = s.cache_read(s[packed].op.output(0), "local", [inner]) if packed else None
     out_axes = [iv.name for iv in outer.op.axis]
     levels = [
         _split_levels(outer, a, [tiles[n][0], tiles[n][1] * tiles[n][2]])
         for a, n in zip(out_axes, names, strict=True)
     ]
-    outer.reorder(*[lv[0] for lv in levels], *[lv[1] for lv in levels], *[lv[2] for lv in levels])
+    top = [lv[0] for lv in levels]
+    if panel is not None:  # the axes the panel depends on go outermost; it is copied inside them
+        used = _axes_reading(inner.op, f"{packed}.local", names)  # type: ignore[arg-type]
+        top = [lv[0] for n, lv in zip(names, levels, strict=True) if n in used] + [
+            lv[0] for n, lv in zip(names, levels, strict=True) if n not in used
+        ]
+    outer.reorder(*top, *[lv[1] for lv in levels], *[lv[2] for lv in levels])
     if ann.vectorize.get(key) and levels:
         outer.vectorize(levels[-1][2])
     inner.compute_at(outer, levels[-1][1])
@@ -224,9 +259,23 @@ def _tile_fused(s: Schedule, inner: Stage, outer: Stage, ann: Annotation, key: s
     inner.reorder(*[lv[0] for lv in rd], *[lv[0] for lv in sp], *[lv[1] for lv in rd], *[lv[1] for lv in sp])
     if ann.vectorize.get(key) and sp:
         inner.vectorize(sp[-1][1])
-    _annotate_outer(s, outer, [lv[0] for lv in levels], ann, key)
+    if panel is not None:
+        ann_one = Annotation(parallel={key: min(1, ann.parallel.get(key, 0))}, unroll=ann.unroll)
+        _annotate_outer(s, outer, top, ann_one, key)
+        s[panel].compute_at(outer, outer.leaves[0])
+        s[panel].vectorize(s[panel].op.axis[-1])
+    else:
+        _annotate_outer(s, outer, top, ann, key)
     if ann.unroll.get(key):
         inner.pragma(inner.leaves[0], "auto_unroll_max_step", ann.unroll[key])
+
+
+def _axes_reading(op: ComputeOp, tensor: str, names: list[str]) -> set[str]:
+    """Spatial axes of ``op`` that index its reads of ``tensor``."""
+    used: set[str] = set()
+    for load in (n for n in walk(op.body) if isinstance(n, Load) and n.tensor.name == tensor):
+        used |= {v.name for i in load.indices for v in walk(i) if isinstance(v, Var)}
+    return used & set(names)
 
 
 def _rfactor(s: Schedule, name: str, ann: Annotation, target: Target) -> None:
