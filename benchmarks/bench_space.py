@@ -64,12 +64,12 @@ def reference_timer(label: str, inputs: list[np.ndarray]) -> Callable[[], float]
     """numpy's matmul or PyTorch's conv2d on the same inputs, one thread."""
     if label == "matmul":
         a, b = inputs
-        return wall_timer(lambda: a @ b, 10)
+        return wall_timer(lambda: a @ b, 20)
     import torch
 
     torch.set_num_threads(1)
     tx, tw = (torch.from_numpy(x) for x in inputs)
-    return wall_timer(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), 10)
+    return wall_timer(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), 50)
 
 
 def throughput(space: SketchSpace, seconds: float) -> tuple[float, float]:

@@ -68,9 +68,11 @@ def interleaved(
 
 
 def wall_timer(fn: Callable[[], object], number: int) -> Callable[[], float]:
-    """A timer for a Python callable: seconds per call over ``number`` calls."""
+    """A timer for a Python callable: seconds per call over ``number`` calls, after one untimed
+    warm-up call (the reference libraries' thread pools and caches are cold after an idle pause)."""
 
     def run() -> float:
+        fn()
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
