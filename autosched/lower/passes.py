@@ -84,9 +84,10 @@ def partition(s: Stmt, ranges: Ranges) -> Stmt:
 
 
 def trip_count(s: Stmt) -> int:
-    """Iterations of the innermost statements of ``s`` (max over branches)."""
+    """Iterations of the innermost statements of ``s`` (max over branches); a vectorized loop
+    counts once, since it becomes a few vector statements."""
     if isinstance(s, For):
-        return s.extent * trip_count(s.body)
+        return (1 if s.kind == "vectorized" else s.extent) * trip_count(s.body)
     if isinstance(s, IfThenElse):
         return max(trip_count(s.then), trip_count(s.otherwise) if s.otherwise else 1)
     if isinstance(s, Seq):
