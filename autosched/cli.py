@@ -128,7 +128,8 @@ def cmd_space(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     for n in range(args.sample):
         program = space.sample(rng)
-        print(f"\nprogram {n}: sketch [{program.sketch}], annotation {json.dumps(program.annotation.to_json())}")
+        annotation = json.dumps(program.annotation.to_json())
+        print(f"\nprogram {n}: sketch [{program.sketch}], annotation {annotation}")
         for step in space.steps(program):
             print(f"  {step}")
     return 0

@@ -14,7 +14,7 @@ Traversal and printing (``walk``, ``rewrite``, ``to_str``, ``dag_key``, ...) liv
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -475,97 +475,6 @@ def cast(x: ExprLike, dtype: str) -> Expr:
     return e if e.dtype == d else Cast(d, e)
 
 
-def _math(name: str, *args: ExprLike) -> Expr:
-    exprs = [as_expr(a) for a in args]
-    t = exprs[0].dtype
-    for e in exprs[1:]:
-        t = promote(t, e.dtype)
-    if not _dtype(t).is_float and name != "abs":
-        t = "float32"
-    return Call(name, tuple(cast(e, t) for e in exprs), t)
-
-
-def exp(x: ExprLike) -> Expr:
-    """Elementwise e**x."""
-    return _math("exp", x)
-
-
-def log(x: ExprLike) -> Expr:
-    """Natural logarithm."""
-    return _math("log", x)
-
-
-def sqrt(x: ExprLike) -> Expr:
-    """Square root."""
-    return _math("sqrt", x)
-
-
-def tanh(x: ExprLike) -> Expr:
-    """Hyperbolic tangent."""
-    return _math("tanh", x)
-
-
-def sigmoid(x: ExprLike) -> Expr:
-    """Logistic function 1 / (1 + e**-x)."""
-    return _math("sigmoid", x)
-
-
-def erf(x: ExprLike) -> Expr:
-    """Gauss error function."""
-    return _math("erf", x)
-
-
-def floor(x: ExprLike) -> Expr:
-    """Round down (floats)."""
-    return _math("floor", x)
-
-
-def ceil(x: ExprLike) -> Expr:
-    """Round up (floats)."""
-    return _math("ceil", x)
-
-
-def abs(x: ExprLike) -> Expr:  # noqa: A001 - te's name
-    """Absolute value."""
-    return _math("abs", x)
-
-
-def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001 - te's name
-    """``x`` to the power ``y``."""
-    return _math("pow", x, y)
-
-
-def _reduce(
-    combiner: str, source: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None
-) -> Reduce:
-    axes = (axis,) if isinstance(axis, IterVar) else tuple(axis)
-    if not axes:
-        raise ValueError(f"{combiner}: give at least one reduce_axis")
-    for a in axes:
-        if not isinstance(a, IterVar) or a.kind != "reduce":
-            raise TypeError(f"{combiner}: axis must be created with reduce_axis, got {a!r}")
-    return Reduce(combiner, as_expr(source), axes, None if where is None else as_expr(where))
-
-
-def sum(expr: ExprLike, axis: IterVar | Sequence[IterVar], where: ExprLike | None = None) -> Reduce:  # noqa: A001
-    """Sum of ``expr`` over the reduce axes ``axis``."""
-    return _reduce("sum", expr, axis, where)
-
-
-def max(a: ExprLike, axis: Any = None, where: ExprLike | None = None) -> Expr:  # noqa: A001
-    """``max(expr, axis=k)`` reduces over ``k``; ``max(a, b)`` is elementwise."""
-    if isinstance(axis, IterVar) and axis.kind == "reduce" or isinstance(axis, (list, tuple)):
-        return _reduce("max", a, axis, where)
-    return binary("max", a, axis)
-
-
-def min(a: ExprLike, axis: Any = None, where: ExprLike | None = None) -> Expr:  # noqa: A001
-    """``min(expr, axis=k)`` reduces over ``k``; ``min(a, b)`` is elementwise."""
-    if isinstance(axis, IterVar) and axis.kind == "reduce" or isinstance(axis, (list, tuple)):
-        return _reduce("min", a, axis, where)
-    return binary("min", a, axis)
-
-
 def reduce_axis(dom: int | tuple[int, int], name: str = "k") -> IterVar:
     """A reduction axis over ``range(dom)`` or over ``[begin, end)`` when ``dom`` is a pair."""
     begin, end = (0, dom) if isinstance(dom, int) else (int(dom[0]), int(dom[1]))
@@ -633,6 +542,21 @@ def compute(
 
 
 # Traversal and printing, re-exported.
+from .expr_math import (  # noqa: E402, F401 - last: expr_math builds on the classes above
+    abs,
+    ceil,
+    erf,
+    exp,
+    floor,
+    log,
+    max,
+    min,
+    pow,
+    sigmoid,
+    sqrt,
+    sum,
+    tanh,
+)
 from .expr_visit import (  # noqa: E402, F401 - last: expr_visit imports the classes above
     INFIX,
     as_tensors,

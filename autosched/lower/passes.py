@@ -8,7 +8,7 @@ from .ir import EMPTY, Allocate, Barrier, For, IfThenElse, Seq, Stmt, Store, map
 from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, is_int, linear, rebuild, simplify
 
 MAX_UNROLL_COPIES = 512
-AUTO_EXPAND = 16  # auto-unrolled nests up to this many iterations are expanded here
+AUTO_EXPAND = 128  # auto-unrolled nests up to this many steps are expanded here
 
 
 def fold(s: Stmt, ranges: Ranges) -> Stmt:
@@ -85,9 +85,10 @@ def partition(s: Stmt, ranges: Ranges) -> Stmt:
 
 def trip_count(s: Stmt) -> int:
     """Iterations of the innermost statements of ``s`` (max over branches); a vectorized loop
-    counts once, since it becomes a few vector statements."""
+    counts one step per 16 lanes, about the vector statements it becomes."""
     if isinstance(s, For):
-        return (1 if s.kind == "vectorized" else s.extent) * trip_count(s.body)
+        vector = s.kind == "vectorized" and not guards(s.body)  # guarded ones print as scalar loops
+        return (max(1, s.extent // 16) if vector else s.extent) * trip_count(s.body)
     if isinstance(s, IfThenElse):
         return max(trip_count(s.then), trip_count(s.otherwise) if s.otherwise else 1)
     if isinstance(s, Seq):
@@ -101,9 +102,19 @@ def auto_unroll(s: Stmt, limit: int | None = None) -> Stmt:
         lim = s.auto_unroll if s.auto_unroll is not None else limit
         kind = s.kind
         if lim is not None and kind == "serial" and trip_count(s) <= lim:
-            kind = "unrolled" if trip_count(s) <= AUTO_EXPAND else "unroll_hint"
+            if trip_count(s) <= AUTO_EXPAND:
+                kind = "unrolled"
+            elif not _has_scalar_loops(s.body):
+                kind = "unroll_hint"  # only innermost nests: hints on outer levels blow up gcc's time
         return For(s.var, s.begin, s.extent, kind, auto_unroll(s.body, lim), s.thread, None)
     return map_children(s, lambda x: auto_unroll(x, limit))
+
+
+def _has_scalar_loops(s: Stmt) -> bool:
+    """Whether ``s`` contains a loop other than a vectorized one."""
+    if isinstance(s, For) and s.kind != "vectorized":
+        return True
+    return any(_has_scalar_loops(x) for x in stmt_children(s))
 
 
 def unroll(s: Stmt, ranges: Ranges) -> Stmt:
