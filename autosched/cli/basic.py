@@ -1,14 +1,4 @@
-"""The ``autosched`` command (also ``python -m autosched``).
-
-    autosched ops                          list the built-in workloads and their parameters
-    autosched run WORKLOAD ARGS... [--target T] [--rounds N] [--json]
-                                           build a workload's CPU schedule, check it against the
-                                           numpy reference and time both side by side
-    autosched space WORKLOAD ARGS... [--sample N]
-                                           list the generated sketches, print sampled programs
-
-Every error ends with one line on stderr and exit status 2, never a traceback.
-"""
+"""``autosched ops``, ``run`` and ``space``: workloads, hand-written schedules, generated spaces."""
 
 from __future__ import annotations
 
@@ -18,17 +8,16 @@ import contextlib
 import json
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
 
-from .driver import build
-from .ops import Workload, get_workload, list_workloads
-from .ops.schedules import conv2d_nchw_cpu, matmul_cpu
-from .schedule import Schedule, ScheduleError, create_schedule
-from .target import Target, TargetError
+from ..driver import build
+from ..ops import Workload, get_workload, list_workloads
+from ..ops.schedules import conv2d_nchw_cpu, matmul_cpu
+from ..schedule import Schedule, create_schedule
+from ..target import Target
 
 #: hand-written schedules by workload name; other workloads use the default schedule
 SCHEDULES: dict[str, Callable[..., Schedule]] = {"matmul": matmul_cpu, "conv2d_nchw": conv2d_nchw_cpu}
@@ -120,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    from .space.generated import SketchSpace
+    from ..space.generated import SketchSpace
 
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
     space = SketchSpace(wl, Target.parse(args.target))
@@ -135,9 +124,8 @@ def cmd_space(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autosched", description="autotuning SDK for tensor programs")
-    sub = parser.add_subparsers(dest="command", required=True)
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``ops``, ``run`` and ``space`` subcommands."""
     sub.add_parser("ops", help="list built-in workloads").set_defaults(func=cmd_ops)
     run = sub.add_parser("run", help="build, check and time a workload's CPU schedule against numpy")
     run.add_argument("workload")
@@ -153,18 +141,3 @@ def make_parser() -> argparse.ArgumentParser:
     space.add_argument("--sample", type=int, default=1, help="random programs to print")
     space.add_argument("--seed", type=int, default=0)
     space.set_defaults(func=cmd_space)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (ValueError, TypeError, TargetError, ScheduleError, RuntimeError, AssertionError, OSError) as err:
-        message = str(err).strip().splitlines()
-        print(f"autosched: error: {message[0] if message else type(err).__name__}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,86 @@
+"""A tuning task: one workload on one target, the unit that is measured, logged and tuned.
+
+task = asc.Task("matmul", (1024, 1024, 1024), target="c -num-threads=1")
+task.source(steps)          # the C source of one program (a tuple of schedule steps)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .emit_c import emit_c, function_name
+from .lower import lower
+from .ops import Workload, get_workload
+from .runner.kernel import ArgSpec
+from .schedule import Schedule
+from .steps import Step
+from .target import Target
+
+#: the C name every tuned kernel gets (exported kernels are renamed by the exporter)
+KERNEL_NAME = "default_function"
+
+
+@dataclass(frozen=True, init=False)
+class Task:
+    """A workload (a name and its arguments) on a target.
+
+    ``Task("matmul", (64, 64, 64), target="c")`` or ``Task(workload_object, target=...)``; the
+    arguments are normalized by the workload's signature, so equal tasks compare equal.
+    """
+
+    workload: Workload
+    target: Target
+
+    def __init__(
+        self, workload: str | Workload, args: Sequence[Any] = (), target: str | Target = "c"
+    ) -> None:
+        if isinstance(workload, Workload):
+            if args:
+                raise TypeError("Task(workload_object, ...) takes no separate args")
+            wl = workload
+        else:
+            wl = get_workload(workload, tuple(args))
+        object.__setattr__(self, "workload", wl)
+        object.__setattr__(self, "target", Target.parse(target))
+
+    def __str__(self) -> str:
+        return f"{self.workload} on {self.target}"
+
+    @property
+    def workload_key(self) -> str:
+        """The workload's stable key (name, arguments and DAG hash)."""
+        return self.workload.key
+
+    def flops(self) -> int:
+        """Floating-point operations of one run."""
+        return self.workload.flops()
+
+    def schedule(self, steps: Sequence[Step]) -> Schedule:
+        """The program ``steps`` replayed on the workload's tensors (raises ScheduleError if illegal)."""
+        return Schedule.replay(self.workload.outputs, steps)
+
+    def source(self, steps: Sequence[Step], name: str = KERNEL_NAME, portable: bool = False) -> str:
+        """C source of the program ``steps`` for this task's target."""
+        if self.target.kind != "c":
+            raise NotImplementedError(f"tuning for {self.target.kind!r} targets is not available yet")
+        func = lower(self.schedule(steps), self.workload.tensors(), name)
+        return emit_c(
+            func,
+            num_threads=self.target.num_threads or 1,
+            vector_bytes=self.target.vector_bytes or 16,
+            portable=portable,
+        )
+
+    def arg_specs(self) -> list[ArgSpec]:
+        """The kernel's arguments: inputs, then outputs (written)."""
+        n_in = len(self.workload.inputs)
+        return [
+            ArgSpec(t.name, tuple(t.shape), t.dtype, i >= n_in) for i, t in enumerate(self.workload.tensors())
+        ]
+
+    @property
+    def func_name(self) -> str:
+        """The C symbol of the tuned kernel."""
+        return function_name(KERNEL_NAME)
