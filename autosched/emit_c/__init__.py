@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..lower.ir import PrimFunc
 from .names import Namer
 from .printer import CPrinter
@@ -26,23 +28,79 @@ PORTABLE_HEADER = """\
 #include <stdlib.h>
 """
 
+# Helpers of the timing harness. They sit at file scope, before any kernel parameter is declared,
+# so a tensor called `nanosleep` cannot shadow the library function they call.
+_HARNESS_HELPERS = """\
+static void asc_sleep_ms(double ms) {{
+  if (!(ms > 0)) return;
+  struct timespec t;
+  t.tv_sec = (time_t)(ms / 1e3);
+  t.tv_nsec = (long)((ms - 1e3 * (double)t.tv_sec) * 1e6);
+  nanosleep(&t, NULL); /* a signal may cut the pause short */
+}}
+
+static void asc_flush(unsigned char* buf, size_t bytes) {{
+{pragma}  for (size_t i = 0; i < bytes; ++i) buf[i] = (unsigned char)(buf[i] + 1u);
+}}"""
+
+_BENCH = """\
+int {name}__bench({params}int asc_number, int asc_repeat, double asc_min_repeat_ms,
+    unsigned char* asc_flush_buf, size_t asc_flush_bytes, double asc_cooldown_ms, double* asc_times) {{
+  double asc_elapsed;
+  if (asc_number < 1) asc_number = 1;
+  for (;;) {{ /* warm-up and calibration: grow number until one repeat lasts min_repeat_ms */
+    asc_elapsed = {name}__time({args}asc_number);
+    if (asc_elapsed < 0) return -1;
+    if (1e3 * asc_elapsed >= asc_min_repeat_ms || asc_number == 2147483647) break;
+    double asc_grow = asc_elapsed > 0 ? 1.2 * asc_min_repeat_ms / (1e3 * asc_elapsed) : 10.0;
+    double asc_next = ceil((double)asc_number * (asc_grow < 10.0 ? asc_grow : 10.0));
+    if (asc_next >= 2147483647.0) asc_number = 2147483647;
+    else asc_number = asc_next > (double)asc_number ? (int)asc_next : asc_number + 1;
+  }}
+  for (int asc_r = 0; asc_r < asc_repeat; ++asc_r) {{
+    asc_sleep_ms(asc_cooldown_ms);
+    if (asc_flush_buf && asc_flush_bytes > 0) asc_flush(asc_flush_buf, asc_flush_bytes);
+    asc_elapsed = {name}__time({args}asc_number);
+    if (asc_elapsed < 0) return -1;
+    asc_times[asc_r] = asc_elapsed / (double)asc_number;
+  }}
+  return asc_number;
+}}"""
+
 
 def function_name(name: str) -> str:
     """The C identifier the emitter gives a function called ``name``."""
     return Namer()(("func", name), name)
 
 
-def timing_entry(printer: CPrinter, func: PrimFunc, name: str) -> str:
-    """``double <name>__time(args..., int number)``: seconds for ``number`` calls, timed in C."""
-    params = ", ".join(f"{printer.ctype(b.dtype)}* {printer.buf(b)}" for b in func.args)
-    call_args = ", ".join(printer.buf(b) for b in func.args)
-    return "\n".join(
+def timing_entries(name: str, params: Sequence[tuple[str, str]], num_threads: int = 1) -> str:
+    """The timing harness of kernel ``int <name>(T0* p0, ...)``, given ``params`` as (C type, name).
+
+    Needs :data:`HEADER` (``time.h``, ``math.h``, ``stdlib.h``, POSIX 2008). Two entries:
+
+    - ``double <name>__time(args..., int number)``: seconds for ``number`` calls, or -1 if the
+      kernel returned non-zero.
+    - ``int <name>__bench(args..., int number, int repeat, double min_repeat_ms, unsigned char*
+      flush_buf, size_t flush_bytes, double cooldown_ms, double* times)``: first a warm-up and
+      calibration run that grows ``number`` until one repeat lasts ``min_repeat_ms`` (it runs at
+      least once, so ``min_repeat_ms`` = 0 is a single warm-up repeat); then ``repeat`` repeats of
+      ``number`` calls, each after a ``cooldown_ms`` pause and, when ``flush_buf`` is not NULL, after
+      writing ``flush_bytes`` of it (the caller sizes it beyond the last-level cache; with
+      ``num_threads`` > 1 every kernel thread writes a share, evicting the per-core caches too).
+      Writes seconds per call of each repeat to ``times``; returns the final ``number``, or -1 if
+      the kernel returned non-zero.
+    """
+    decls = "".join(f"{ctype}* {pname}, " for ctype, pname in params)  # each with its comma
+    args = "".join(f"{pname}, " for _, pname in params)
+    call = ", ".join(pname for _, pname in params)
+    pragma = f"  #pragma omp parallel for num_threads({num_threads})\n" if num_threads > 1 else ""
+    timer = "\n".join(
         [
-            f"double {name}__time({params}, int asc_number) {{",
+            f"double {name}__time({decls}int asc_number) {{",
             "  struct timespec asc_t0, asc_t1;",
             "  clock_gettime(CLOCK_MONOTONIC, &asc_t0);",
             "  for (int asc_r = 0; asc_r < asc_number; ++asc_r) {",
-            f"    if ({name}({call_args}) != 0) return -1.0;",
+            f"    if ({name}({call}) != 0) return -1.0;",
             "  }",
             "  clock_gettime(CLOCK_MONOTONIC, &asc_t1);",
             "  return (double)(asc_t1.tv_sec - asc_t0.tv_sec)",
@@ -50,11 +108,15 @@ def timing_entry(printer: CPrinter, func: PrimFunc, name: str) -> str:
             "}",
         ]
     )
+    return "\n\n".join(
+        [_HARNESS_HELPERS.format(pragma=pragma), timer, _BENCH.format(name=name, params=decls, args=args)]
+    )
 
 
 def emit_c(func: PrimFunc, num_threads: int = 1, vector_bytes: int = 32, portable: bool = False) -> str:
     """C source for ``func``: ``int <name>(T* restrict arg, ...)`` returning 0, or -1 when a
-    temporary buffer cannot be allocated, plus ``<name>__time`` unless ``portable``.
+    temporary buffer cannot be allocated, plus the timing harness (:func:`timing_entries`) unless
+    ``portable``.
 
     ``portable`` emits strict C99 without vector extensions, attributes or pragmas.
     """
@@ -64,8 +126,9 @@ def emit_c(func: PrimFunc, num_threads: int = 1, vector_bytes: int = 32, portabl
     parts.extend(printer.helpers.values())
     parts.append(text)
     if not portable:
-        parts.append(timing_entry(printer, func, name))
+        params = [(printer.ctype(b.dtype), printer.buf(b)) for b in func.args]
+        parts.append(timing_entries(name, params, num_threads))
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["CPrinter", "emit_c", "function_name"]
+__all__ = ["HEADER", "CPrinter", "emit_c", "function_name", "timing_entries"]

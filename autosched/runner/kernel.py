@@ -4,6 +4,11 @@ The C ABI a kernel library provides, for a kernel ``NAME`` over ``n`` arrays::
 
     int    NAME(void *a0, ..., void *a{n-1});                   /* run once; 0, or -1: out of memory */
     double NAME__time(void *a0, ..., void *a{n-1}, int number); /* run `number` times, return seconds */
+    int    NAME__bench(void *a0, ..., void *a{n-1}, int number, int repeat, double min_repeat_ms,
+                       unsigned char *flush_buf, size_t flush_bytes, double cooldown_ms,
+                       double *times);           /* the timing harness: see emit_c.timing_entries */
+
+``NAME__bench`` is optional (hand-written libraries may lack it); :meth:`Kernel.bench` needs it.
 
 Arrays are passed as pointers to C-contiguous data in the order of the :class:`ArgSpec` list
 (inputs, then outputs). Every argument is checked before any C code runs.
@@ -11,6 +16,7 @@ Arrays are passed as pointers to C-contiguous data in the order of the :class:`A
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,8 +26,27 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
+from ..hardware import host_hardware
 
 _MAX_NUMBER = 2**31 - 1
+_MIN_FLUSH, _MAX_FLUSH = 8 << 20, 512 << 20
+
+
+def flush_bytes() -> int:
+    """Bytes :meth:`Kernel.bench` writes before each repeat to flush the caches.
+
+    Twice the host's caches (L3 plus every core's L2), at least 8 MiB and at most 512 MiB: the cap
+    keeps a flush under ~0.1 s on machines (often VMs) that report a huge L3.
+    """
+    hw = host_hardware()
+    return min(_MAX_FLUSH, max(_MIN_FLUSH, 2 * (hw.l3 + hw.cores * hw.l2)))
+
+
+@functools.cache
+def _flush_buffer() -> np.ndarray:
+    """The cache-flush buffer, allocated on first use and kept, shared by every kernel of the process
+    (the first flush faults it in: about 1 s for 512 MiB in a VM)."""
+    return np.zeros(flush_bytes(), dtype=np.uint8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +70,7 @@ class ArgSpec:
 
 
 class Kernel:
-    """A loaded kernel: ``kernel(*arrays)`` runs it, ``kernel.time(*arrays)`` times it in C.
+    """A loaded kernel: ``kernel(*arrays)`` runs it; ``kernel.time`` and ``kernel.bench`` time it in C.
 
     Built by :func:`autosched.runner.load_kernel`. The kernel holds its library handle, so the
     library stays loaded as long as the kernel lives.
@@ -58,6 +83,8 @@ class Kernel:
         self._lib = lib
         self._func = getattr(lib, name)
         self._timer = getattr(lib, name + "__time")
+        self._bench = getattr(lib, name + "__bench", None)
+        self.last_number = 0  # calls per repeat in the last bench() (0 before the first)
         self._dtypes = [numpy_dtype(a.dtype) for a in self.args]
 
     def __repr__(self) -> str:
@@ -112,17 +139,46 @@ class Kernel:
         first grown (in a calibration run that also warms up) until one repeat lasts at least that
         long.
         """
-        if not (isinstance(number, int) and 1 <= number <= _MAX_NUMBER):
-            raise ValueError(f"number must be an int in [1, {_MAX_NUMBER}], got {number!r}")
-        if not (isinstance(repeat, int) and repeat >= 1):
-            raise ValueError(f"repeat must be a positive int, got {repeat!r}")
-        if not min_repeat_ms >= 0:
-            raise ValueError(f"min_repeat_ms must be >= 0, got {min_repeat_ms!r}")
+        _check_counts(number, repeat, min_repeat_ms)
         self._check(arrays)
         pointers = self._pointers(arrays)
         if min_repeat_ms > 0:
             number = self._calibrate(pointers, number, min_repeat_ms / 1e3)
         return [self._run_timer(pointers, number) / number for _ in range(repeat)]
+
+    def bench(
+        self,
+        *arrays: np.ndarray,
+        number: int = 1,
+        repeat: int = 3,
+        min_repeat_ms: float = 0,
+        flush_cache: bool = False,
+        cooldown_ms: float = 0,
+    ) -> list[float]:
+        """Seconds per call, one value per repeat, from the library's C timing harness.
+
+        One call into C does everything: a warm-up run that also grows ``number`` until a repeat
+        lasts ``min_repeat_ms``, then ``repeat`` repeats, each after a ``cooldown_ms`` pause and,
+        with ``flush_cache``, after writing :func:`flush_bytes` bytes to evict the caches. The
+        number of calls per repeat is kept in :attr:`last_number`.
+        """
+        _check_counts(number, repeat, min_repeat_ms)
+        if not cooldown_ms >= 0:
+            raise ValueError(f"cooldown_ms must be >= 0, got {cooldown_ms!r}")
+        if self._bench is None:
+            raise RuntimeError(f"kernel {self.name!r}: its library has no {self.name}__bench entry")
+        self._check(arrays)
+        ffi = self._ffi
+        times = ffi.new("double[]", repeat)
+        flush = _flush_buffer() if flush_cache else None
+        flush_ptr = ffi.from_buffer(flush) if flush is not None else ffi.NULL
+        flush_len = flush.size if flush is not None else 0
+        args = (number, repeat, float(min_repeat_ms), flush_ptr, flush_len, float(cooldown_ms), times)
+        got = int(self._bench(*self._pointers(arrays), *args))
+        if got < 0:
+            raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
+        self.last_number = got
+        return list(times)
 
     def _run_timer(self, pointers: list[Any], number: int) -> float:
         elapsed = float(self._timer(*pointers, number))
@@ -138,3 +194,12 @@ class Kernel:
             grow = 10.0 if elapsed == 0 else min(10.0, 1.2 * min_seconds / elapsed)
             number = min(_MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
         return number
+
+
+def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:
+    if not (isinstance(number, int) and 1 <= number <= _MAX_NUMBER):
+        raise ValueError(f"number must be an int in [1, {_MAX_NUMBER}], got {number!r}")
+    if not (isinstance(repeat, int) and repeat >= 1):
+        raise ValueError(f"repeat must be a positive int, got {repeat!r}")
+    if not min_repeat_ms >= 0:
+        raise ValueError(f"min_repeat_ms must be >= 0, got {min_repeat_ms!r}")

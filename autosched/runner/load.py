@@ -43,7 +43,8 @@ _LOADED: dict[tuple[str, str, int], tuple[cffi.FFI, object]] = {}
 
 
 def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -> Kernel:
-    """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library.
+    """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library
+    (and ``func_name__bench`` where the library has it: emitted libraries do).
 
     Raises :class:`LoadError` if the library is missing, was built for another machine (a
     cross-compiled kernel runs only on its board) or lacks either function.
@@ -59,14 +60,16 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
             f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
             "kernel cannot be loaded here; run it on its board"
         )
-    pointers = ", ".join(["void *"] * len(args))
+    pointers = "".join(["void *, "] * len(args))
     key = (str(path.resolve()), func_name, len(args))
     loaded = _LOADED.get(key)
     if loaded is None:
         ffi = cffi.FFI()
         ffi.cdef(
-            f"int {func_name}({pointers or 'void'});\n"
-            f"double {func_name}__time({pointers + ', ' if pointers else ''}int number);"
+            f"int {func_name}({pointers.removesuffix(', ') or 'void'});\n"
+            f"double {func_name}__time({pointers}int number);\n"
+            f"int {func_name}__bench({pointers}int number, int repeat, double min_repeat_ms,"
+            " unsigned char *flush_buf, size_t flush_bytes, double cooldown_ms, double *times);"
         )
         try:
             loaded = (ffi, ffi.dlopen(key[0]))

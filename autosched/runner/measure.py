@@ -12,7 +12,7 @@ import enum
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..steps import Step
 from .kernel import ArgSpec
@@ -56,10 +56,14 @@ class MeasureOption:
 
 @dataclass(frozen=True)
 class MeasureInput:
-    """One candidate: a task and a program (its schedule steps)."""
+    """One candidate: a task and a program (its schedule steps).
+
+    ``program`` optionally says which point of which space the steps came from (it goes to the log).
+    """
 
     task: Task
     steps: tuple[Step, ...]
+    program: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

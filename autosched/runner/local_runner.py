@@ -1,0 +1,204 @@
+"""LocalRunner: check and time built candidates on this machine, in an isolated worker process.
+
+The worker (:mod:`autosched.runner.worker`) is a long-lived spawned process fed over a pipe. A
+kernel that segfaults, aborts or hangs kills or stalls only the worker: that candidate gets a
+``RUNTIME_ERROR`` (naming the signal) or a ``RUN_TIMEOUT``, and the next one gets a fresh worker.
+Timing happens in C (``Kernel.bench``); each candidate's first run is checked against the
+workload's reference on random inputs.
+
+Because the worker is started with the ``spawn`` method, a script that creates a LocalRunner must
+guard its entry point with ``if __name__ == "__main__":`` (as with any spawning pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
+from .worker import KEEP_TASKS, serve
+
+#: seconds a fresh worker may take to start (import numpy, cffi and autosched) before giving up
+START_TIMEOUT = 120.0
+
+_TaskData = tuple[list[np.ndarray], list[np.ndarray] | None]
+_Outcome = tuple[MeasureErrorNo, str, tuple[float, ...]]
+
+#: the default measurement: 3 repeats of at least 20 ms, checked, 20 s per candidate
+DEFAULT_OPTION = MeasureOption()
+
+
+def measure_batch(builder: Builder, runner: Runner, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+    """Build every candidate, then run them: builds never share the cores with a measurement."""
+    builds = builder.build(inputs)
+    return runner.run(inputs, builds)
+
+
+class LocalRunner:
+    """Runs built C candidates on this machine (the :class:`Runner` protocol).
+
+    ``option`` sets the timing (``number``, ``repeat``, ``min_repeat_ms``, ``flush_cache``,
+    ``cooldown_ms``), whether outputs are checked (``check``) and ``run_timeout``: the seconds one
+    candidate may spend in the worker (load, first run and check, calibration, every repeat)
+    before the worker is killed. ``seed`` picks the random inputs.
+
+    The worker starts on the first :meth:`run` and is reused; :meth:`close` (or leaving a ``with``
+    block) stops it.
+    """
+
+    def __init__(self, option: MeasureOption = DEFAULT_OPTION, seed: int = 0) -> None:
+        self.option = option
+        self.seed = seed
+        self._data: OrderedDict[str, _TaskData] = OrderedDict()
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> LocalRunner:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker (a later :meth:`run` starts a new one)."""
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            with contextlib.suppress(OSError):
+                self._conn.send(("stop",))
+            self._proc.join(5)
+        self._kill()
+
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
+        """Check and time each built candidate; one :class:`MeasureResult` per input, in order."""
+        if len(inputs) != len(builds):
+            raise ValueError(f"{len(inputs)} inputs but {len(builds)} build results")
+        results = []
+        for inp, build in zip(inputs, builds, strict=True):
+            start = time.perf_counter()
+            outcome: _Outcome
+            if build.error_no != MeasureErrorNo.NO_ERROR:
+                outcome = (build.error_no, build.error_msg, ())
+            elif build.lib_path is None:
+                outcome = (MeasureErrorNo.UNKNOWN_ERROR, "the build gave no library", ())
+            else:
+                outcome = self._measure(inp, build)
+            error_no, message, costs = outcome
+            results.append(
+                MeasureResult(
+                    costs,
+                    error_no,
+                    message,
+                    all_cost=build.time_cost + time.perf_counter() - start,
+                    timestamp=time.time(),
+                )
+            )
+        return results
+
+    # -- the parent's side of the worker protocol
+
+    def _task_data(self, inp: MeasureInput) -> tuple[str, _TaskData]:
+        """The key and (inputs, expected outputs) of a candidate's task, computed once per task."""
+        task = inp.task
+        key = f"{task.workload_key}|{task.target}|{self.seed}"
+        data = self._data.get(key)
+        if data is None:
+            inputs = task.workload.random_inputs(self.seed)
+            expected = task.workload.reference(*[a.copy() for a in inputs]) if self.option.check else None
+            data = (inputs, expected)
+            self._data[key] = data
+            while len(self._data) > KEEP_TASKS:
+                self._data.popitem(last=False)
+        self._data.move_to_end(key)
+        return key, data
+
+    def _measure(self, inp: MeasureInput, build: BuildResult) -> _Outcome:
+        try:
+            key, data = self._task_data(inp)
+        except Exception as e:  # the workload's inputs or reference failed
+            return MeasureErrorNo.UNKNOWN_ERROR, f"reference: {type(e).__name__}: {e}", ()
+        request = ("run", key, build.lib_path, build.func_name, build.arg_specs, self.option)
+        answer = self._ask(request)
+        if answer[0] == "missing":
+            answer = self._ask(request, ("data", key, *data))
+        if answer[0] == "ok":
+            return MeasureErrorNo.NO_ERROR, "", tuple(answer[1])
+        return MeasureErrorNo(answer[1]), str(answer[2]), ()
+
+    def _ask(self, request: tuple[Any, ...], data: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
+        """Send ``data`` (if any) and ``request`` to the worker; its answer, or an error tuple if it
+        hangs past the run timeout or dies."""
+        conn = self._connection()
+        try:
+            if data is not None:
+                conn.send(data)
+            conn.send(request)
+        except OSError:
+            return ("error", MeasureErrorNo.RUNTIME_ERROR, f"worker died: {self._death()}")
+        timeout = self.option.run_timeout
+        if not conn.poll(timeout):
+            self._kill()
+            return ("error", MeasureErrorNo.RUN_TIMEOUT, f"no result within {timeout:g} s; worker killed")
+        try:
+            answer: tuple[Any, ...] = conn.recv()
+        except (EOFError, OSError):
+            return ("error", MeasureErrorNo.RUNTIME_ERROR, f"worker died: {self._death()}")
+        return answer
+
+    def _death(self) -> str:
+        """How the worker ended (it has closed its pipe): ``SIGSEGV``, ``exit code 3``, ..."""
+        proc = self._proc
+        code = None
+        if proc is not None:
+            proc.join(5)
+            code = proc.exitcode
+        self._kill()
+        if code is None:
+            return "pipe closed"
+        if code < 0:
+            try:
+                return signal.Signals(-code).name
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit code {code}"
+
+    def _connection(self) -> Connection:
+        """The pipe to a live worker, starting one if needed."""
+        if self._conn is not None and self._proc is not None and self._proc.is_alive():
+            return self._conn
+        self._kill()
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=serve, args=(child,), name="autosched-measure", daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(START_TIMEOUT):
+            self._kill()
+            raise RuntimeError(f"the measurement worker did not start within {START_TIMEOUT:g} s")
+        try:
+            parent.recv()
+        except EOFError:
+            raise RuntimeError(f"the measurement worker failed to start: {self._death()}") from None
+        return parent
+
+    def _kill(self) -> None:
+        """SIGKILL the worker (if alive) and forget it."""
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join()
+            self._proc.close()
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None

@@ -1,0 +1,162 @@
+"""The measurement worker: a spawned process that loads, checks and times kernels for LocalRunner.
+
+It knows no workloads: the parent sends arrays, library paths and argument specs over a pipe. The
+protocol (each message a tuple, the first item its kind):
+
+- parent ``("data", key, inputs, expected)``: the random inputs of a task and the reference outputs
+  (``expected`` is None when checking is off); kept for the last few keys, no answer.
+- parent ``("run", key, lib_path, func_name, arg_specs, option)``: measure one candidate. Answer
+  ``("ok", costs)``, ``("error", error_no, message)``, or ``("missing",)`` when the worker does
+  not hold the data of ``key`` (the parent sends it and asks again).
+- parent ``("stop",)`` or a closed pipe: the worker exits.
+
+The worker answers ``("ready",)`` once it has started.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import OrderedDict
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import numpy_dtype
+from .kernel import ArgSpec
+from .load import LoadError, load_kernel
+from .measure import MeasureErrorNo, MeasureOption
+
+#: task data sets a worker keeps (the parent re-sends one that was dropped)
+KEEP_TASKS = 4
+
+#: relative tolerance per float dtype; the absolute one is this times max(1, max |expected|)
+RTOL = {"float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
+
+
+def fresh_output(spec: ArgSpec) -> np.ndarray:
+    """An output array filled so that elements a kernel never writes are caught: NaN for floats,
+    the smallest value for integers, the byte 0x4D for booleans."""
+    dt = numpy_dtype(spec.dtype)
+    if dt.kind == "f":
+        return np.full(spec.shape, np.nan, dtype=dt)
+    if dt.kind == "b":
+        out = np.zeros(spec.shape, dtype=dt)
+        out.view(np.uint8).fill(0x4D)
+        return out
+    return np.full(spec.shape, np.iinfo(dt).min, dtype=dt)
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
+    """None if output ``name`` matches the reference, else a one-line description of the error."""
+    want = np.asarray(want)
+    if got.shape != want.shape:
+        return f"output {name}: shape {got.shape}, reference shape {want.shape}"
+    if got.dtype.kind == "f":
+        rtol = RTOL.get(str(got.dtype), 1e-3)
+        scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0.0)))
+        bad = ~np.isclose(got, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
+    elif got.dtype.kind == "b":  # compare bytes: a never-written 0x4D is neither True nor False
+        bad = got.view(np.uint8) != want.astype(bool).view(np.uint8)
+    else:
+        bad = got != want
+    if not bad.any():
+        return None
+    count = f"{int(bad.sum())} of {bad.size} elements differ"
+    nan = bad & np.isnan(got) if got.dtype.kind == "f" else np.zeros_like(bad)
+    if nan.any():
+        first = tuple(int(i) for i in np.argwhere(nan)[0])
+        return f"output {name}: {count}, {int(nan.sum())} are NaN (never written?), first at {first}"
+    err = np.where(bad, np.abs(got.astype(np.float64) - want.astype(np.float64)), -1.0)
+    where = np.unravel_index(int(np.argmax(err)), err.shape)
+    at = tuple(int(i) for i in where)
+    values = f"got {got[where]}, expected {want[where]}"
+    return f"output {name}: {count}; max abs error {err[where]:.3g} at {at} ({values})"
+
+
+def measure(
+    data: tuple[list[np.ndarray], list[np.ndarray] | None],
+    lib_path: str,
+    func_name: str,
+    specs: Sequence[ArgSpec],
+    option: MeasureOption,
+) -> tuple[Any, ...]:
+    """Load, run once and check, then time one kernel; the answer to a ``run`` message."""
+    inputs, expected = data
+    try:
+        kernel = load_kernel(lib_path, func_name, specs)
+    except LoadError as e:
+        return ("error", MeasureErrorNo.RUNTIME_ERROR, f"cannot load the kernel: {e}")
+    work = iter([a.copy() for a in inputs])
+    arrays = [fresh_output(s) if s.is_output else next(work) for s in specs]
+    try:
+        kernel(*arrays)
+    except MemoryError as e:
+        return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
+    if option.check and expected is not None:
+        problem = _check(specs, arrays, inputs, expected)
+        if problem is not None:
+            return ("error", MeasureErrorNo.WRONG_ANSWER, problem)
+    try:
+        costs = kernel.bench(
+            *arrays,
+            number=option.number,
+            repeat=option.repeat,
+            min_repeat_ms=option.min_repeat_ms,
+            flush_cache=option.flush_cache,
+            cooldown_ms=option.cooldown_ms,
+        )
+    except MemoryError as e:
+        return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
+    return ("ok", tuple(costs))
+
+
+def _check(
+    specs: Sequence[ArgSpec], arrays: list[np.ndarray], inputs: list[np.ndarray], expected: list[np.ndarray]
+) -> str | None:
+    """The first problem with the outputs of the first run (or an input it wrote to), or None."""
+    outs = [(s, a) for s, a in zip(specs, arrays, strict=True) if s.is_output]
+    ins = [(s, a) for s, a in zip(specs, arrays, strict=True) if not s.is_output]
+    if len(outs) != len(expected):
+        return f"the kernel has {len(outs)} outputs, the reference {len(expected)}"
+    for (spec, now), before in zip(ins, inputs, strict=True):
+        if not np.array_equal(now, before, equal_nan=now.dtype.kind == "f"):
+            return f"the kernel wrote to its input {spec.name}"
+    for (spec, got), want in zip(outs, expected, strict=True):
+        problem = compare(spec.name, got, want)
+        if problem is not None:
+            return problem
+    return None
+
+
+def serve(conn: Connection) -> None:
+    """The worker's main loop (the target of the spawned process)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the worker stops
+    held: OrderedDict[str, tuple[list[np.ndarray], list[np.ndarray] | None]] = OrderedDict()
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:  # the parent is gone
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "data":
+            _, key, inputs, expected = message
+            held[key] = (inputs, expected)
+            held.move_to_end(key)
+            while len(held) > KEEP_TASKS:
+                held.popitem(last=False)
+            continue
+        _, key, lib_path, func_name, specs, option = message
+        if key not in held:
+            conn.send(("missing",))
+            continue
+        held.move_to_end(key)
+        try:
+            answer = measure(held[key], lib_path, func_name, specs, option)
+        except Exception as e:  # a bug or a surprise: this candidate fails, the worker goes on
+            answer = ("error", MeasureErrorNo.UNKNOWN_ERROR, f"{type(e).__name__}: {e}")
+        conn.send(answer)
