@@ -1,0 +1,133 @@
+"""``autosched best``, ``export`` and ``report``: what a tuning log holds, and its best programs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from ..export import EXECUTABLE, export_kernel
+from ..records import Record, load_records
+from ..report import Summary, report_table, summarize, write_report
+from ..target import Target
+from .basic import parse_value
+
+
+def _load(path: str) -> list[Record]:
+    """The records of the log ``path``; its warnings (a truncated last line) as one line each."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no tuning log {path!r}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = list(load_records(path))
+    for w in caught:
+        print(f"autosched: warning: {w.message}", file=sys.stderr)
+    if not records:
+        raise ValueError(f"tuning log {path!r} holds no records")
+    return records
+
+
+def _matches(s: Summary, workload: list[str] | None, targets: set[str] | None) -> bool:
+    """Whether ``s`` is the workload named (a name, then optionally its leading arguments) on a
+    target of ``targets`` (None: any)."""
+    if workload:
+        name, args = s.records[0].workload
+        wanted = [parse_value(a) for a in workload[1:]]
+        if name != workload[0] or list(args[: len(wanted)]) != wanted:
+            return False
+    return targets is None or s.target in targets
+
+
+def _select(args: argparse.Namespace) -> list[Summary]:
+    """The (workload, target) summaries of the log that ``--workload`` and ``--target`` select."""
+    summaries = summarize(_load(args.log))
+    targets = None if args.target is None else {args.target, str(Target.parse(args.target))}
+    chosen = [s for s in summaries if _matches(s, args.workload, targets)]
+    if not chosen:
+        what = " ".join(args.workload or []) + (f" on {args.target}" if args.target else "")
+        held = "; ".join(sorted({s.workload for s in summaries}))
+        raise ValueError(f"no records of {what.strip()} in {args.log}; it holds: {held}")
+    return chosen
+
+
+def _label(s: Summary, summaries: list[Summary]) -> str:
+    """The workload, with the target when several summaries share the workload."""
+    shared = sum(o.workload == s.workload for o in summaries) > 1
+    return f"{s.workload} on {s.target}" if shared else s.workload
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    summaries = _select(args)
+    if all(s.best is None for s in summaries):
+        raise ValueError(f"no valid record in {args.log}: every trial failed")
+    if args.json:
+        objects = [s.to_json() for s in summaries]
+        print(json.dumps(objects[0] if len(objects) == 1 else objects))
+        return 0
+    for s in summaries:
+        info = s.to_json()
+        print(f"{s.workload} on {s.target}")
+        if s.best is None:
+            print(f"  no valid trial of {info['trials']}; errors: {info['errors']}")
+            continue
+        gflops = "n/a" if info["best_gflops"] is None else f"{info['best_gflops']:.2f}"
+        print(
+            f"  best: {info['best_time_ms']:.4f} ms  {gflops} GFLOP/s  {info['steps']} steps"
+            f"  program {info['program_key']}  ({info['valid_trials']} valid of {info['trials']} trials)"
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    summaries = _select(args)
+    if len(summaries) > 1:
+        held = "; ".join(_label(s, summaries) for s in summaries)
+        raise ValueError(
+            f"{args.log} holds several workloads, name one with --workload (and --target): {held}"
+        )
+    (s,) = summaries
+    if s.best is None:
+        raise ValueError(f"no valid record of {s.workload} in {args.log}: all {len(s.records)} trials failed")
+    out = export_kernel(s.best, args.out, name=args.name, portable=args.portable)
+    print(f"exported {s.workload} ({s.best.median * 1e3:.4f} ms when tuned) to {out}/")
+    print(f"  make -C {out} run      # check against the reference and time ./{EXECUTABLE}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    records = _load(args.log)
+    print(report_table(records))
+    out = write_report(records, args.out or Path(args.log).with_suffix(".png"))
+    print(f"tuning curves: {out}")
+    return 0
+
+
+def _log_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("log", help="tuning log (JSON lines)")
+    parser.add_argument(
+        "--workload",
+        nargs="+",
+        metavar="W",
+        help="only this workload: a name, optionally followed by its leading arguments (matmul 64 64)",
+    )
+    parser.add_argument("--target", help="only records of this target string")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``best``, ``export`` and ``report`` subcommands."""
+    best = sub.add_parser("best", help="print the best program per workload and target of a log")
+    _log_args(best)
+    best.add_argument("--json", action="store_true", help="one JSON object (a list for several workloads)")
+    best.set_defaults(func=cmd_best)
+    export = sub.add_parser("export", help="write the best program as a standalone C kernel directory")
+    _log_args(export)
+    export.add_argument("--out", required=True, help="directory to write kernel.c/.h, main.c, Makefile to")
+    export.add_argument("--name", help="the kernel's C name (default: WORKLOAD_kernel)")
+    export.add_argument("--portable", action="store_true", help="strict C99: no vector extensions or OpenMP")
+    export.set_defaults(func=cmd_export)
+    report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
+    report.add_argument("log", help="tuning log (JSON lines)")
+    report.add_argument("--out", help="PNG to write (default: the log's name with .png)")
+    report.set_defaults(func=cmd_report)

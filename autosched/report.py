@@ -1,0 +1,174 @@
+"""Summaries of a tuning log: the best program and error counts per (workload, target), as a text
+table, and the tuning curves (best GFLOP/s so far against trials and against wall time) as a PNG.
+
+    records = load_records("matmul.jsonl")
+    print(report_table(records))
+    write_report(records, "matmul.png")      # needs matplotlib
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .ops import Workload
+from .records import Record
+
+
+@functools.cache
+def workload_flops(name: str, args: tuple[Any, ...]) -> int | None:
+    """FLOPs of one run of the workload ``name(args)``; None if it is not registered here."""
+    try:
+        return Workload(name, args).flops()
+    except (ValueError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The trials of one workload on one target, in log order."""
+
+    workload: str  # name(args), as the log's workload key spells it
+    target: str
+    records: tuple[Record, ...]
+
+    @property
+    def flops(self) -> int | None:
+        """FLOPs of one run; None when the workload is not registered here."""
+        name, args = self.records[0].workload
+        return workload_flops(name, tuple(args))
+
+    @property
+    def best(self) -> Record | None:
+        """The valid record with the lowest median time (the first of equals); None if none is valid."""
+        valid = [r for r in self.records if r.ok]
+        return min(valid, key=lambda r: r.median) if valid else None
+
+    @property
+    def valid_trials(self) -> int:
+        """How many trials have a valid time."""
+        return sum(r.ok for r in self.records)
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """Failed trials by error kind."""
+        return dict(Counter(r.error_no.name for r in self.records if not r.ok))
+
+    def gflops(self, seconds: float) -> float | None:
+        """GFLOP/s of a run taking ``seconds``; None when the FLOP count is unknown."""
+        flops = self.flops
+        return None if flops is None else flops / seconds / 1e9
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as a JSON object (``best_*`` fields are null without a valid trial)."""
+        best = self.best
+        return {
+            "workload": self.workload,
+            "target": self.target,
+            "best_time_ms": None if best is None else best.median * 1e3,
+            "best_gflops": None if best is None else self.gflops(best.median),
+            "steps": None if best is None else len(best.steps),
+            "program_key": None if best is None else best.program_key,
+            "trials": len(self.records),
+            "valid_trials": self.valid_trials,
+            "errors": self.errors,
+        }
+
+
+def summarize(records: Iterable[Record]) -> list[Summary]:
+    """One :class:`Summary` per (workload, target), in order of first appearance in the log."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r.workload_key, r.target), []).append(r)
+    return [Summary(key.split("#", 1)[0], target, tuple(rs)) for (key, target), rs in groups.items()]
+
+
+def _format_table(rows: Sequence[Sequence[str]], right: set[int]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def report_table(records: Iterable[Record]) -> str:
+    """A text table, one row per (workload, target): best time, GFLOP/s, trials, valid trials, errors."""
+    rows = [["workload", "best ms", "GFLOP/s", "trials", "valid", "errors", "target"]]
+    for s in summarize(records):
+        best = s.best
+        gflops = None if best is None else s.gflops(best.median)
+        errors = ", ".join(f"{kind}={n}" for kind, n in sorted(s.errors.items())) or "-"
+        rows.append(
+            [
+                s.workload,
+                "-" if best is None else f"{best.median * 1e3:.4f}",
+                "n/a" if gflops is None else f"{gflops:.2f}",
+                str(len(s.records)),
+                str(s.valid_trials),
+                errors,
+                s.target,
+            ]
+        )
+    return _format_table(rows, right={1, 2, 3, 4})
+
+
+def tuning_curve(summary: Summary) -> tuple[list[int], list[float], list[float]]:
+    """Trial numbers, cumulative measurement wall seconds, and the best GFLOP/s so far (NaN before
+    the first valid trial), one entry per trial. The summary's workload must have a FLOP count."""
+    flops = summary.flops
+    if flops is None:
+        raise ValueError(f"workload {summary.workload} is not registered: its FLOP count is unknown")
+    best, curve = float("inf"), []
+    for r in summary.records:
+        best = min(best, r.median)
+        curve.append(flops / best / 1e9 if best < float("inf") else float("nan"))
+    wall = list(itertools.accumulate(r.all_cost for r in summary.records))
+    return list(range(1, len(curve) + 1)), wall, curve
+
+
+def write_report(records: Iterable[Record], png_path: str | Path) -> Path:
+    """Plot the tuning curves of every registered workload in ``records`` into one PNG: best
+    GFLOP/s so far against the trial number and against wall time. Needs matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError(
+            "the tuning report needs matplotlib: pip install matplotlib (or autosched[plot])"
+        ) from None
+    summaries = summarize(records)
+    plotted = [s for s in summaries if s.flops is not None]
+    several_targets = len({s.target for s in plotted}) > 1
+    fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    try:
+        for s in plotted:
+            trials, wall, curve = tuning_curve(s)
+            label = f"{s.workload} on {s.target}" if several_targets else s.workload
+            by_trial.plot(trials, curve, drawstyle="steps-post", label=label)
+            by_time.plot(wall, curve, drawstyle="steps-post", label=label)
+        by_trial.set(xlabel="trial", ylabel="best GFLOP/s so far", title="tuning curve by trials")
+        by_time.set(xlabel="measurement wall time (s)", ylabel="best GFLOP/s so far", title="by wall time")
+        for ax in (by_trial, by_time):
+            ax.grid(True, alpha=0.3)
+        if plotted:
+            by_trial.legend(fontsize="small")
+        else:
+            by_trial.text(
+                0.5, 0.5, "no registered workload to plot", ha="center", transform=by_trial.transAxes
+            )
+        fig.tight_layout()
+        out = Path(png_path)
+        fig.savefig(out, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return out

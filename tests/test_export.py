@@ -1,0 +1,155 @@
+"""``export_kernel`` and ``autosched export``: the exported directory builds with make and checks
+itself against the unscheduled reference, natively, in strict C99 and cross-compiled for aarch64."""
+
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from autosched.cli import main
+from autosched.export import export_kernel
+from autosched.records import Record
+from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.space.generated import SketchSpace
+from autosched.steps import Step
+from autosched.task import Task
+
+#: keeps `make run` short: each timed repeat lasts 1 ms instead of 20
+FAST = "CPPFLAGS=-DMIN_REPEAT_MS=1"
+
+
+def record_of(task: Task, steps: Sequence[Step], costs: Sequence[float] = (2e-5, 1e-5, 3e-5)) -> Record:
+    """A valid record of ``steps`` on ``task``."""
+    result = MeasureResult(tuple(costs), all_cost=0.4, timestamp=1.8e9)
+    return Record.from_measure(MeasureInput(task, tuple(steps)), result, compiler="gcc")
+
+
+def sampled(task: Task, seed: int = 0) -> tuple[Step, ...]:
+    """A program of the task's generated space."""
+    space = SketchSpace(task.workload, task.target)
+    return space.steps(space.sample(random.Random(seed)))
+
+
+def make(directory: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``make -C directory args...``, output captured."""
+    return subprocess.run(
+        ["make", "-s", "-C", str(directory), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def assert_checked_and_timed(out: subprocess.CompletedProcess[str]) -> None:
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "check: OK" in out.stdout
+    m = re.search(r"time: ([0-9.]+) ms\s+([0-9.]+) GFLOP/s", out.stdout)
+    assert m is not None, out.stdout
+    assert float(m.group(1)) > 0 and float(m.group(2)) > 0
+
+
+@pytest.fixture(scope="module")
+def matmul() -> Record:
+    task = Task("matmul", (33, 40, 17), "c -num-threads=1")
+    return record_of(task, sampled(task))
+
+
+@pytest.mark.requires("gcc")
+def test_export_builds_checks_and_times(matmul: Record, tmp_path: Path) -> None:
+    out = export_kernel(matmul, tmp_path / "k")
+    assert sorted(p.name for p in out.iterdir()) == [
+        "Makefile", "kernel.c", "kernel.h", "main.c", "reference.c", "reference.h"
+    ]  # fmt: skip
+    header = (out / "kernel.h").read_text()
+    assert "#ifndef MATMUL_KERNEL_H" in header
+    assert "int matmul_kernel(float* A, float* B, float* C);" in header
+    assert re.search(r"A\s+float32\[33, 17\]\s+input", header)
+    assert re.search(r"C\s+float32\[33, 40\]\s+output", header)
+    assert "matmul(33,40,17,'float32',False)" in header and "0.020000 ms" in header
+    kernel = (out / "kernel.c").read_text()
+    assert "__time" not in kernel and "__bench" not in kernel and "default_function" not in kernel
+    assert kernel.endswith("  return 0;\n}\n")  # the kernel, without the tuner's timing harness
+    assert "#define FLOPS 44880.0" in (out / "main.c").read_text()  # 2 * 33 * 40 * 17
+    assert "\nOPENMP = \n" in (out / "Makefile").read_text()  # a single-threaded program
+
+    built = make(out)
+    assert built.returncode == 0, built.stderr
+    assert (out / "bench").is_file()
+    assert_checked_and_timed(make(out, "run", FAST))
+    assert make(out, "clean").returncode == 0 and not (out / "bench").exists()
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    ("where", "code", "bad"),
+    [("end", "  C[7] += 0.5f;\n", 1), ("start", "  return 0;\n", 1320)],
+    ids=["one-wrong-element", "writes-nothing"],
+)
+def test_a_wrong_kernel_fails_the_check(
+    matmul: Record, tmp_path: Path, where: str, code: str, bad: int
+) -> None:
+    out = export_kernel(matmul, tmp_path / "k")
+    kernel = out / "kernel.c"
+    text = kernel.read_text()
+    at = (
+        text.rindex("  return 0;\n}")
+        if where == "end"
+        else text.index("{\n", text.index("int matmul_kernel(")) + 2
+    )
+    kernel.write_text(text[:at] + code + text[at:])
+    run = make(out, "run", FAST)
+    assert run.returncode != 0
+    assert "check: FAILED" in run.stdout and f" {bad} of 1320 elements outside tolerance" in run.stdout
+    assert "time:" not in run.stdout
+
+
+@pytest.mark.requires("gcc")
+def test_parallel_conv2d_builds_with_openmp(tmp_path: Path) -> None:
+    task = Task("conv2d_nchw", (1, 3, 9, 11, 4, 3, 3, 1, 1), "c -num-threads=2")
+    for seed in range(100):  # the first sampled program with a parallel loop
+        out = export_kernel(record_of(task, sampled(task, seed)), tmp_path / "conv", name="conv")
+        if "#pragma omp" in (out / "kernel.c").read_text():
+            break
+    assert "OPENMP = -fopenmp" in (out / "Makefile").read_text()
+    assert "int conv(" in (out / "kernel.h").read_text()
+    assert "int conv_reference(" in (out / "reference.h").read_text()
+    assert_checked_and_timed(make(out, "run", FAST))
+
+
+@pytest.mark.requires("gcc")
+def test_portable_export_is_strict_c99(matmul: Record, tmp_path: Path) -> None:
+    out = export_kernel(matmul, tmp_path / "p", portable=True)
+    kernel = (out / "kernel.c").read_text()
+    assert "__attribute__" not in kernel and "#pragma" not in kernel
+    strict = "CFLAGS=-std=c99 -pedantic -Wall -Wextra -Werror -O2"
+    assert_checked_and_timed(make(out, "run", strict, FAST))
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc", "qemu-aarch64")
+def test_cross_build_runs_under_qemu(matmul: Record, tmp_path: Path) -> None:
+    out = export_kernel(matmul, tmp_path / "arm")
+    cross = ["CC=aarch64-linux-gnu-gcc", "CFLAGS=-O2", "RUN_WITH=qemu-aarch64 -L /usr/aarch64-linux-gnu"]
+    assert_checked_and_timed(make(out, "run", *cross, FAST))
+    arch = subprocess.run(["file", str(out / "bench")], capture_output=True, text=True).stdout
+    assert "aarch64" in arch
+
+
+def test_failed_record_is_not_exported(tmp_path: Path) -> None:
+    task = Task("matmul", (8, 8, 8), "c -num-threads=1")
+    failed = MeasureResult((), MeasureErrorNo.COMPILE_ERROR, "boom", timestamp=1.8e9)
+    record = Record.from_measure(MeasureInput(task, ()), failed)
+    with pytest.raises(ValueError, match="no valid measurement"):
+        export_kernel(record, tmp_path / "x")
+
+
+@pytest.mark.requires("gcc")
+def test_cli_export_writes_a_kernel_that_runs(matmul: Record, tmp_path: Path) -> None:
+    log = tmp_path / "tune.jsonl"
+    slower = record_of(Task("matmul", (33, 40, 17), "c -num-threads=1"), (), costs=(1.0,))
+    log.write_text(slower.to_line() + matmul.to_line())
+    assert main(["export", str(log), "--out", str(tmp_path / "cli")]) == 0
+    best = export_kernel(matmul, tmp_path / "api") / "kernel.c"
+    assert (tmp_path / "cli" / "kernel.c").read_text() == best.read_text()
+    assert_checked_and_timed(make(tmp_path / "cli", "run", FAST))
