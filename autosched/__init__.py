@@ -39,9 +39,13 @@ from .expr import (
     tanh,
 )
 from .ops import Workload, get_workload, list_workloads, workload
+from .records import load_best, load_records
+from .runner.measure import MeasureErrorNo, MeasureOption
 from .schedule import Schedule, ScheduleError, Stage, create_schedule, thread_axis
+from .search import TuneResult, tune
 from .steps import Step, steps_from_json, steps_to_json
 from .target import Target, TargetError
+from .task import Task
 
 __version__ = "0.1.0"
 
@@ -50,8 +54,12 @@ __all__ = [
     "ScheduleError",
     "Stage",
     "Step",
+    "MeasureErrorNo",
+    "MeasureOption",
     "Target",
     "TargetError",
+    "Task",
+    "TuneResult",
     "Tensor",
     "__version__",
     "abs",
@@ -69,6 +77,8 @@ __all__ = [
     "floor",
     "if_then_else",
     "log",
+    "load_best",
+    "load_records",
     "lower",
     "max",
     "min",
@@ -83,6 +93,7 @@ __all__ = [
     "sum",
     "tanh",
     "thread_axis",
+    "tune",
     "Workload",
     "get_workload",
     "list_workloads",

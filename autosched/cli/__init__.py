@@ -6,6 +6,14 @@
                                            numpy reference and time both side by side
     autosched space WORKLOAD ARGS... [--sample N]
                                            list the generated sketches, print sampled programs
+    autosched tune WORKLOAD ARGS... [--target T] [--trials N] [--log FILE] [--tuner NAME]
+                   [--space sketch|template] [--seed S] [--json]
+                                           tune: measure programs, log every trial, resume
+    autosched best LOG [--workload W ARGS...] [--target T] [--json]
+                                           the best program per workload and target of a log
+    autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
+                                           the best program as kernel.c/.h, main.c and a Makefile
+    autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
 
 Each subcommand lives in a module of this package with a ``register(subparsers)`` function.
 Every error ends with one line on stderr and exit status 2, never a traceback.
@@ -16,12 +24,26 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic
+from . import basic, logs, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic,)
+COMMANDS = (basic, tune, logs)
+
+#: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
+USER_ERRORS = (
+    ValueError,
+    TypeError,
+    TargetError,
+    ScheduleError,
+    RuntimeError,
+    AssertionError,
+    OSError,
+    ImportError,
+    NoRecordError,
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -38,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, TargetError, ScheduleError, RuntimeError, AssertionError, OSError) as err:
+    except USER_ERRORS as err:
         message = str(err).strip().splitlines()
         print(f"autosched: error: {message[0] if message else type(err).__name__}", file=sys.stderr)
         return 2

@@ -66,7 +66,15 @@ def _blas_threads(n: int) -> contextlib.AbstractContextManager[object]:
 def cmd_run(args: argparse.Namespace) -> int:
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
     target = Target.parse(args.target)
-    sched, how = _schedule(wl, target)
+    if args.log:
+        from ..records import best_record
+        from ..task import Task
+
+        task = Task(wl, target=target)
+        record = best_record(args.log, task)
+        sched, how = task.schedule(record.steps), f"best program in {args.log}"
+    else:
+        sched, how = _schedule(wl, target)
     kernel = build(sched, wl.tensors(), target)
     inputs = wl.random_inputs(0)
     outputs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
@@ -133,6 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--target", default="c", help="target string, e.g. 'c -num-threads=1'")
     run.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
     run.add_argument("--json", action="store_true", help="print one JSON summary object")
+    run.add_argument("--log", help="use the best program of this tuning log instead of the hand-written one")
     run.set_defaults(func=cmd_run)
     space = sub.add_parser("space", help="list a workload's generated sketches and sample programs")
     space.add_argument("workload")

@@ -1,0 +1,84 @@
+"""``autosched tune``: tune a workload on a target, with a progress bar, a log and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..runner.measure import MeasureOption
+from ..search import SPACES, TUNERS, tune
+from ..task import Task
+from .basic import parse_value
+
+DEFAULT_LOG = "autosched.jsonl"
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    task = Task(args.workload, tuple(parse_value(a) for a in args.args), target=args.target)
+    option = MeasureOption(
+        number=args.number,
+        repeat=args.repeat,
+        min_repeat_ms=args.min_repeat_ms,
+        flush_cache=args.flush_cache,
+        build_timeout=args.build_timeout,
+        run_timeout=args.run_timeout,
+    )
+    if not args.json:
+        print(f"tuning {task}\n  space {args.space}, tuner {args.tuner}, log {args.log}", flush=True)
+    result = tune(
+        task,
+        trials=args.trials,
+        log=args.log,
+        tuner=args.tuner,
+        space=args.space,
+        seed=args.seed,
+        early_stopping=args.early_stopping,
+        timeout=args.timeout,
+        option=option,
+        progress=not args.quiet,
+    )
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    errors = ", ".join(f"{k} {v}" for k, v in result.errors.items()) or "none"
+    print(
+        f"  trials : {result.trials} ({result.valid_trials} valid; {result.new_trials} this run, "
+        f"{result.resumed_trials} from the log)"
+    )
+    print(f"  errors : {errors}")
+    if result.best_time_ms is None:
+        print("  best   : no valid program measured")
+        return 1
+    print(f"  best   : {result.best_time_ms:.4f} ms  {result.best_gflops:.2f} GFLOP/s")
+    print(
+        f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
+        f"run {result.run_time_s:.1f} s)"
+    )
+    print(f"  log    : {result.log}  (autosched best {result.log}; autosched export {result.log} --out DIR)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``tune`` subcommand."""
+    p = sub.add_parser("tune", help="tune a workload: search programs, measure them, log every trial")
+    p.add_argument("workload")
+    p.add_argument("args", nargs="*", help="workload arguments, e.g. 512 512 512")
+    p.add_argument("--target", default="c", help="target string (default: c, the host CPU)")
+    p.add_argument(
+        "--trials", type=int, default=64, help="measurements in all, earlier ones in the log count"
+    )
+    p.add_argument("--log", default=DEFAULT_LOG, help=f"JSON-lines tuning log (default {DEFAULT_LOG})")
+    p.add_argument("--tuner", default="random", choices=sorted(TUNERS))
+    p.add_argument("--space", default="sketch", choices=sorted(SPACES))
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without gain")
+    p.add_argument("--timeout", type=float, default=None, help="time budget of this run, seconds")
+    p.add_argument("--number", type=int, default=1, help="kernel runs per repeat (raised by --min-repeat-ms)")
+    p.add_argument("--repeat", type=int, default=3, help="timed repeats per program")
+    p.add_argument("--min-repeat-ms", type=float, default=20.0, help="shortest repeat, ms")
+    p.add_argument("--flush-cache", action="store_true", help="flush the caches before each repeat")
+    p.add_argument("--build-timeout", type=float, default=60.0, help="seconds per compile")
+    p.add_argument("--run-timeout", type=float, default=20.0, help="seconds per measurement")
+    p.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tune)

@@ -1,0 +1,201 @@
+"""The tuner loop in AutoTVM's shape: ``next_batch`` -> measure -> ``update``, and two tuners.
+
+    tuner = RandomTuner(task, space, seed=0)
+    tuner.tune(n_trial=64, measure=measure, early_stopping=32, callbacks=[progress])
+
+``measure(candidates)`` returns one :class:`~autosched.runner.measure.MeasureResult` per candidate;
+callbacks are called as ``callback(tuner, candidates, results)`` after every batch. A tuner never
+proposes a program it has already seen (measured in this run or loaded from a log by
+:meth:`Tuner.load_history`), so a resumed run continues where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from ..records import Record, steps_key
+from ..runner.measure import MeasureResult
+from ..schedule import ScheduleError
+from ..task import Task
+from .space import Candidate, TuningSpace
+
+Measure = Callable[[list[Candidate]], list[MeasureResult]]
+
+
+class Callback(Protocol):
+    """Called after each measured batch."""
+
+    def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None: ...
+
+
+#: tuners by name, as ``--tuner`` and ``asc.tune(tuner=...)`` take them
+TUNERS: dict[str, type[Tuner]] = {}
+
+
+def register_tuner(name: str) -> Callable[[type[Tuner]], type[Tuner]]:
+    """Class decorator: make a tuner available by ``name``."""
+
+    def register(cls: type[Tuner]) -> type[Tuner]:
+        if name in TUNERS:
+            raise ValueError(f"a tuner named {name!r} is already registered")
+        TUNERS[name] = cls
+        return cls
+
+    return register
+
+
+class Tuner:
+    """Base tuner: bookkeeping (trials, best, seen programs) and the tuning loop.
+
+    Subclasses implement :meth:`next_batch` and may extend :meth:`update` and :meth:`has_next`.
+    """
+
+    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
+        self.task = task
+        self.space = space
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.seen: set[str] = set()
+        self.trials = 0  # measurements so far, including those loaded from a log
+        self.best_cost = float("inf")
+        self.best_candidate: Candidate | None = None
+        self.best_trial = -1
+        self.stop_reason = ""
+
+    # -- to implement
+    def next_batch(self, batch_size: int) -> list[Candidate]:
+        """Up to ``batch_size`` new programs to measure (fewer, or none, when the space runs dry)."""
+        raise NotImplementedError
+
+    def has_next(self) -> bool:
+        """Whether the tuner can still propose programs."""
+        return True
+
+    # -- bookkeeping
+    def is_new(self, candidate: Candidate) -> bool:
+        """Whether ``candidate``'s program has not been proposed or measured before; marks it seen."""
+        key = steps_key(candidate.steps)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        return True
+
+    def update(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
+        """Learn from measured candidates (the base class tracks the best)."""
+        for cand, res in zip(candidates, results, strict=True):
+            self.seen.add(steps_key(cand.steps))
+            if res.ok and res.median < self.best_cost:
+                self.best_cost, self.best_candidate, self.best_trial = res.median, cand, self.trials
+            self.trials += 1
+
+    def load_history(self, records: Iterable[Record]) -> int:
+        """Take in earlier measurements of this task (a resumed run); returns how many."""
+        records = list(records)
+        candidates = [Candidate(r.steps, r.program or {}) for r in records]
+        results = [MeasureResult(r.costs, r.error_no, r.error_msg, r.all_cost, r.timestamp) for r in records]
+        self.update(candidates, results)
+        return len(records)
+
+    # -- the loop
+    def tune(
+        self,
+        n_trial: int,
+        measure: Measure,
+        *,
+        batch_size: int = 8,
+        early_stopping: int | None = None,
+        timeout: float | None = None,
+        callbacks: Sequence[Callback] = (),
+    ) -> None:
+        """Measure programs until ``n_trial`` trials in all (those loaded by :meth:`load_history`
+        count), ``early_stopping`` trials without a better program, ``timeout`` seconds of this
+        call, or an exhausted space; :attr:`stop_reason` says which."""
+        start = time.monotonic()
+        while True:
+            reason = self._stop(n_trial, early_stopping, timeout, start)
+            if reason:
+                self.stop_reason = reason
+                return
+            candidates = self.next_batch(min(batch_size, n_trial - self.trials))
+            if not candidates:
+                self.stop_reason = "search space exhausted"
+                return
+            results = measure(candidates)
+            self.update(candidates, results)
+            for callback in callbacks:
+                callback(self, candidates, results)
+
+    def _stop(self, n_trial: int, early_stopping: int | None, timeout: float | None, start: float) -> str:
+        if self.trials >= n_trial:
+            return f"{n_trial} trials done"
+        stale = self.trials - self.best_trial
+        if early_stopping is not None and self.best_trial >= 0 and stale > early_stopping:
+            return f"no better program in {early_stopping} trials"
+        if timeout is not None and time.monotonic() - start >= timeout:
+            return f"time budget of {timeout:g} s spent"
+        if not self.has_next():
+            return "search space exhausted"
+        return ""
+
+
+@register_tuner("random")
+class RandomTuner(Tuner):
+    """Draws programs uniformly from the space's random sampler, never the same program twice."""
+
+    #: draws per requested program before the space counts as exhausted
+    MAX_DRAWS = 64
+
+    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
+        super().__init__(task, space, seed)
+        self.dry = False  # a whole batch of draws found nothing new
+
+    def next_batch(self, batch_size: int) -> list[Candidate]:
+        batch: list[Candidate] = []
+        draws = 0
+        while len(batch) < batch_size and draws < self.MAX_DRAWS * max(1, batch_size):
+            draws += 1
+            try:
+                cand = self.space.sample(self.rng)
+            except ScheduleError:  # a drawn point that is no program: draw again
+                continue
+            if self.is_new(cand):
+                batch.append(cand)
+        self.dry = not batch
+        return batch
+
+    def has_next(self) -> bool:
+        return not self.dry
+
+
+@register_tuner("grid")
+class GridTuner(Tuner):
+    """Walks the space's enumeration in index order, skipping invalid and already seen points."""
+
+    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
+        super().__init__(task, space, seed)
+        self.cursor = 0
+        self.size = space.grid_size()
+
+    def next_batch(self, batch_size: int) -> list[Candidate]:
+        batch: list[Candidate] = []
+        while len(batch) < batch_size and self.cursor < self.size:
+            cand = self.space.grid_point(self.cursor)
+            self.cursor += 1
+            if cand is not None and self.is_new(cand):
+                batch.append(cand)
+        return batch
+
+    def has_next(self) -> bool:
+        return self.cursor < self.size
+
+
+def make_tuner(name: str, task: Task, space: TuningSpace, seed: int | None = None) -> Tuner:
+    """The tuner registered as ``name``."""
+    try:
+        cls = TUNERS[name]
+    except KeyError:
+        raise ValueError(f"unknown tuner {name!r}; tuners: {', '.join(sorted(TUNERS))}") from None
+    return cls(task, space, seed)
