@@ -253,3 +253,20 @@ def test_compare_tolerances_by_dtype() -> None:
     unwritten.view(np.uint8)[1] = 0x4D
     assert compare("Y", flags.copy(), flags) is None and compare("Y", unwritten, flags) is not None
     assert "shape (3,), reference shape (4,)" in str(compare("Y", flags, np.ones(4, bool)))
+
+
+def test_the_worker_is_replaced_after_recycle_after_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    import autosched.runner.local_runner as lr
+
+    monkeypatch.setattr(lr, "RECYCLE_AFTER", 2)
+    task = Task("relu", (8, 8), target="c -num-threads=1")
+    inp = MeasureInput(task, ())
+    option = MeasureOption(repeat=1, min_repeat_ms=0.0)
+    with LocalBuilder() as builder, LocalRunner(option) as runner:
+        build = builder.build([inp])
+        pids = []
+        for _ in range(5):
+            (res,) = runner.run([inp], build)
+            assert res.ok, res.error_msg
+            pids.append(runner._proc.pid if runner._proc is not None else None)
+    assert len(set(pids)) == 3 and pids[0] == pids[1] != pids[2] == pids[3] != pids[4]

@@ -63,6 +63,23 @@ def _blas_threads(n: int) -> contextlib.AbstractContextManager[object]:
     return threadpool_limits(n)
 
 
+#: idle seconds before each timing: OpenMP and OpenBLAS workers spin a while after their last call
+#: and would steal cores from whatever is timed next
+SETTLE = 0.3
+
+
+def _seconds_per_call(fn: Callable[[], object], min_seconds: float) -> float:
+    """Seconds per call of ``fn`` after one untimed warm-up call, over at least ``min_seconds``."""
+    fn()
+    calls, start = 0, time.perf_counter()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_seconds:
+            return elapsed / calls
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
     target = Target.parse(args.target)
@@ -87,10 +104,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     ours, ref = [], []
     with _blas_threads(target.num_threads or 1):
         for _ in range(args.rounds):
+            time.sleep(SETTLE)
             ours.append(kernel.time(*inputs, *outputs, number=1, repeat=1, min_repeat_ms=50)[0])
-            t0 = time.perf_counter()
-            baseline(*inputs)
-            ref.append(time.perf_counter() - t0)
+            time.sleep(SETTLE)
+            ref.append(_seconds_per_call(lambda: baseline(*inputs), 0.05))
     flops = wl.flops()
     t_ours, t_ref = statistics.median(ours), statistics.median(ref)
     summary = {

@@ -52,7 +52,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"  best   : {result.best_time_ms:.4f} ms  {result.best_gflops:.2f} GFLOP/s")
     print(
         f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
-        f"run {result.run_time_s:.1f} s)"
+        f"run {result.run_time_s:.1f} s, everything else {100 * result.overhead_share:.0f}%)"
     )
     print(f"  log    : {result.log}  (autosched best {result.log}; autosched export {result.log} --out DIR)")
     return 0

@@ -79,6 +79,7 @@ class LocalBuilder:
         self.timeout = timeout
         self.cache_dir = cache_dir
         self._pool: ProcessPoolExecutor | None = None
+        self.emit_time = 0.0  # seconds spent lowering and emitting (in this process), all batches
 
     def __enter__(self) -> LocalBuilder:
         return self
@@ -116,7 +117,9 @@ class LocalBuilder:
                 results.append(BuildResult(None, task.func_name, (), kind, message, seconds))
                 continue
             results.append(BuildResult(None, task.func_name, specs))
-            jobs.setdefault((source, str(task.target)), []).append((i, time.perf_counter() - start))
+            seconds = time.perf_counter() - start
+            self.emit_time += seconds
+            jobs.setdefault((source, str(task.target)), []).append((i, seconds))
         for users, done in zip(jobs.values(), self._compile_all(list(jobs), cache_dir), strict=True):
             if done.compiler_missing:
                 raise CompilerNotFound(done.error_msg)

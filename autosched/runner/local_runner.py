@@ -34,6 +34,10 @@ START_TIMEOUT = 120.0
 _TaskData = tuple[list[np.ndarray], list[np.ndarray] | None]
 _Outcome = tuple[MeasureErrorNo, str, tuple[float, ...]]
 
+#: candidates a worker measures before it is replaced: it never unloads a library (OpenMP thread
+#: pools make unloading unsafe), so a fresh worker now and then bounds its memory and mappings
+RECYCLE_AFTER = 500
+
 #: the default measurement: 3 repeats of at least 20 ms, checked, 20 s per candidate
 DEFAULT_OPTION = MeasureOption()
 
@@ -62,6 +66,7 @@ class LocalRunner:
         self._data: OrderedDict[str, _TaskData] = OrderedDict()
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._served = 0  # candidates the current worker has measured
 
     def __enter__(self) -> LocalRunner:
         return self
@@ -127,10 +132,13 @@ class LocalRunner:
             key, data = self._task_data(inp)
         except Exception as e:  # the workload's inputs or reference failed
             return MeasureErrorNo.UNKNOWN_ERROR, f"reference: {type(e).__name__}: {e}", ()
+        if self._served >= RECYCLE_AFTER:
+            self.close()
         request = ("run", key, build.lib_path, build.func_name, build.arg_specs, self.option)
         answer = self._ask(request)
         if answer[0] == "missing":
             answer = self._ask(request, ("data", key, *data))
+        self._served += 1
         if answer[0] == "ok":
             return MeasureErrorNo.NO_ERROR, "", tuple(answer[1])
         return MeasureErrorNo(answer[1]), str(answer[2]), ()
@@ -202,3 +210,4 @@ class LocalRunner:
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
+        self._served = 0

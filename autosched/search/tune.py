@@ -41,15 +41,23 @@ class TuneResult:
     new_trials: int = 0  # measured by this run
     resumed_trials: int = 0  # loaded from the log
     wall_time_s: float = 0.0
-    build_time_s: float = 0.0  # this run's compile time (wall, parallel builds)
-    run_time_s: float = 0.0  # this run's time in the runner
+    build_time_s: float = 0.0  # this run's compile time (wall, parallel builds; lowering excluded)
+    run_time_s: float = 0.0  # this run's time in the runner (checks and timing)
     stop_reason: str = ""
     best_steps: tuple[Any, ...] = field(default=(), repr=False)
+
+    @property
+    def overhead_share(self) -> float:
+        """The share of this run's wall time spent outside compiling and running (Python work)."""
+        if self.wall_time_s <= 0:
+            return 0.0
+        return max(0.0, 1 - (self.build_time_s + self.run_time_s) / self.wall_time_s)
 
     def to_json(self) -> dict[str, Any]:
         """The summary as one JSON-compatible object (without the steps)."""
         out = asdict(self)
         del out["best_steps"]
+        out["overhead_share"] = self.overhead_share
         return out
 
 
@@ -66,9 +74,11 @@ class _Measurer:
     def __call__(self, candidates: list[Candidate]) -> list[MeasureResult]:
         inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
         t0 = time.monotonic()
+        emitted = getattr(self.builder, "emit_time", 0.0)
         builds = self.builder.build(inputs)
         t1 = time.monotonic()
-        self.stats.build_time += t1 - t0
+        # lowering and emitting are Python work, not compiling: count them apart where the builder says
+        self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
         results = []
         for inp, build in zip(inputs, builds, strict=True):
             (res,) = self.runner.run([inp], [build])
