@@ -66,15 +66,6 @@ def _with_header(source: str, name: str, header: str) -> str:
     return f'{source[: m.start()]}#include "{header}"\n\n{source[m.start() :]}'
 
 
-def _kernel_only(source: str, name: str) -> str:
-    """``source`` up to the end of function ``name``: without the timing harness the tuner
-    measures with, which the emitter appends after the kernel."""
-    m = re.search(rf"^int {re.escape(name)}\(.*\) \{{$", source, re.MULTILINE)
-    assert m is not None, "checked by _signature"
-    end = source.find("\n}\n", m.end())
-    return source if end < 0 else source[: end + 3]
-
-
 def _header(guard: str, name: str, params: str, doc: list[str]) -> str:
     """A header declaring ``int name(params)`` (without ``restrict``, so C++ can include it too)."""
     lines = ["/*", *(f" * {_comment(line)}".rstrip() for line in doc), " */"]
@@ -315,10 +306,10 @@ def export_kernel(
     wl = task.workload
     kernel = function_name(name or f"{wl.name}_kernel")
     reference = function_name(f"{name}_reference" if name else f"{wl.name}_reference")
-    source = task.source(record.steps, name=kernel, portable=portable)
+    source = task.source(record.steps, name=kernel, portable=portable, timing=False)
     ref_src = task.source((), name=reference, portable=True)
     params, ref_params = _signature(source, kernel), _signature(ref_src, reference)
-    kernel_src = _kernel_only(source, kernel)
+    kernel_src = source
 
     seconds, flops = record.median, task.flops()
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.timestamp))

@@ -61,8 +61,15 @@ class Task:
         """The program ``steps`` replayed on the workload's tensors (raises ScheduleError if illegal)."""
         return Schedule.replay(self.workload.outputs, steps)
 
-    def source(self, steps: Sequence[Step], name: str = KERNEL_NAME, portable: bool = False) -> str:
-        """C source of the program ``steps`` for this task's target."""
+    def source(
+        self,
+        steps: Sequence[Step],
+        name: str = KERNEL_NAME,
+        portable: bool = False,
+        timing: bool | None = None,
+    ) -> str:
+        """C source of the program ``steps`` for this task's target (see :func:`~autosched.emit_c.emit_c`
+        for ``portable`` and ``timing``)."""
         if self.target.kind != "c":
             raise NotImplementedError(f"tuning for {self.target.kind!r} targets is not available yet")
         func = lower(self.schedule(steps), self.workload.tensors(), name)
@@ -71,6 +78,7 @@ class Task:
             num_threads=self.target.num_threads or 1,
             vector_bytes=self.target.vector_bytes or 16,
             portable=portable,
+            timing=timing,
         )
 
     def arg_specs(self) -> list[ArgSpec]:
