@@ -309,7 +309,6 @@ def export_kernel(
     source = task.source(record.steps, name=kernel, portable=portable, timing=False)
     ref_src = task.source((), name=reference, portable=True)
     params, ref_params = _signature(source, kernel), _signature(ref_src, reference)
-    kernel_src = source
 
     seconds, flops = record.median, task.flops()
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.timestamp))
@@ -333,12 +332,12 @@ def export_kernel(
     ]
     guard = f"{kernel.upper()}_H"
     files = {
-        "kernel.c": _with_header(kernel_src, kernel, "kernel.h"),
+        "kernel.c": _with_header(source, kernel, "kernel.h"),
         "kernel.h": _header(guard, kernel, params, doc),
         "reference.c": _with_header(ref_src, reference, "reference.h"),
         "reference.h": _header(f"{reference.upper()}_H", reference, ref_params, ref_doc),
         "main.c": _main_c(task, kernel, reference),
-        "Makefile": _makefile(task.target, portable, "#pragma omp" in kernel_src, about),
+        "Makefile": _makefile(task.target, portable, "#pragma omp" in source, about),
     }
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
