@@ -24,7 +24,6 @@ import collections
 import hashlib
 import json
 import os
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,7 @@ from .records_io import (
 from .runner.compile import compile_shared
 from .runner.kernel import Kernel
 from .runner.load import load_kernel
-from .runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from .runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
 from .steps import Step, steps_to_json
 from .target import Target
 
@@ -85,7 +84,7 @@ def steps_key(steps: Sequence[Step]) -> str:
 
 
 @dataclass(frozen=True)
-class Record:
+class Record(Costs):
     """One measurement of one program of one task (one line of the log)."""
 
     workload: tuple[str, tuple[Any, ...]]  # (name, normalized args)
@@ -100,16 +99,6 @@ class Record:
     timestamp: float
     version: str = ""
     program: dict[str, Any] | None = field(default=None, compare=False)
-
-    @property
-    def ok(self) -> bool:
-        """Whether the measurement is valid (no error, at least one cost)."""
-        return self.error_no == MeasureErrorNo.NO_ERROR and bool(self.costs)
-
-    @property
-    def median(self) -> float:
-        """Median seconds per run; ``inf`` for a failed measurement."""
-        return statistics.median(self.costs) if self.ok else float("inf")
 
     @property
     def program_key(self) -> str:

@@ -16,11 +16,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 from multiprocessing import get_context
 from pathlib import Path
-from types import TracebackType
 
 from ..target import Target
 from .compile import BuildTimeout, CompileError, CompilerNotFound, compile_shared, default_cache_dir
-from .measure import BuildResult, MeasureErrorNo, MeasureInput
+from .measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +59,7 @@ def _compile(source: str, target: str, timeout: float, cache_dir: str) -> _Compi
     return _Compiled(str(lib), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - start)
 
 
-class LocalBuilder:
+class LocalBuilder(Closing):
     """Builds candidates for C targets on this machine (the :class:`Builder` protocol).
 
     ``n_parallel`` compiler processes (default: one per core) build each batch, each compile
@@ -80,14 +79,6 @@ class LocalBuilder:
         self.cache_dir = cache_dir
         self._pool: ProcessPoolExecutor | None = None
         self.emit_time = 0.0  # seconds spent lowering and emitting (in this process), all batches
-
-    def __enter__(self) -> LocalBuilder:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Shut the compiler pool down (a later batch starts a new one)."""

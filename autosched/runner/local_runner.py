@@ -20,12 +20,20 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
-from .measure import Builder, BuildResult, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
+from .measure import (
+    Builder,
+    BuildResult,
+    Closing,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureOption,
+    MeasureResult,
+    Runner,
+)
 from .worker import KEEP_TASKS, serve
 
 #: seconds a fresh worker may take to start (import numpy, cffi and autosched) before giving up
@@ -48,7 +56,7 @@ def measure_batch(builder: Builder, runner: Runner, inputs: Sequence[MeasureInpu
     return runner.run(inputs, builds)
 
 
-class LocalRunner:
+class LocalRunner(Closing):
     """Runs built C candidates on this machine (the :class:`Runner` protocol).
 
     ``option`` sets the timing (``number``, ``repeat``, ``min_repeat_ms``, ``flush_cache``,
@@ -67,14 +75,6 @@ class LocalRunner:
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self._served = 0  # candidates the current worker has measured
-
-    def __enter__(self) -> LocalRunner:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop the worker (a later :meth:`run` starts a new one)."""

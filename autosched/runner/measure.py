@@ -12,7 +12,8 @@ import enum
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..steps import Step
 from .kernel import ArgSpec
@@ -78,8 +79,43 @@ class BuildResult:
     time_cost: float = 0.0  # seconds spent building
 
 
+class Costs:
+    """``ok`` and ``median`` for a measurement with ``costs`` and ``error_no`` (results, records)."""
+
+    costs: tuple[float, ...]
+    error_no: MeasureErrorNo
+
+    @property
+    def ok(self) -> bool:
+        """Whether the measurement is valid (no error, at least one cost)."""
+        return self.error_no == MeasureErrorNo.NO_ERROR and bool(self.costs)
+
+    @property
+    def median(self) -> float:
+        """The median of the repeats, seconds (``inf`` when invalid)."""
+        return statistics.median(self.costs) if self.ok else float("inf")
+
+
+_C = TypeVar("_C", bound="Closing")
+
+
+class Closing:
+    """``with`` support for builders and runners that hold processes: leaving calls ``close()``."""
+
+    def close(self) -> None:
+        """Release the processes (a later call starts new ones)."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
-class MeasureResult:
+class MeasureResult(Costs):
     """The outcome of one candidate: seconds per run for every repeat (empty on error)."""
 
     costs: tuple[float, ...]
@@ -87,16 +123,6 @@ class MeasureResult:
     error_msg: str = ""
     all_cost: float = 0.0  # wall seconds to build and run this candidate
     timestamp: float = field(default=0.0)
-
-    @property
-    def ok(self) -> bool:
-        """Whether the measurement is valid."""
-        return self.error_no == MeasureErrorNo.NO_ERROR and bool(self.costs)
-
-    @property
-    def median(self) -> float:
-        """The median of the repeats, seconds (``inf`` when invalid)."""
-        return statistics.median(self.costs) if self.ok else float("inf")
 
 
 class Builder(Protocol):
