@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from common import clean_blas_env
 
@@ -44,14 +46,37 @@ REFERENCE = {"matmul": "numpy", "conv2d": "pytorch"}
 
 # Programs of the generated space that match the hand-written schedules: the space contains them.
 SPACE_POINTS = {
-    "matmul": SketchProgram(1, Annotation(  # tile_cache: 6x64 register tile, k by 4, B packed per column
-        tiles={"C": {"i": [1, 1, 6], "j": [1, 1, 64], "k": [4]}}, parallel={"C": 0},
-        vectorize={"C": True}, unroll={"C": 512}, pack={"C": "B"})),
-    "conv2d": SketchProgram(1, Annotation(  # tile_cache: 6 channels x 56 columns, padding computed once
-        tiles={"conv": {"n": [1, 1, 1], "f": [1, 1, 6], "y": [1, 1, 1], "x": [1, 1, 56],
-                        "rc": [1], "ry": [1], "rx": [1]}},
-        parallel={"conv": 0, "pad": 0}, vectorize={"conv": True, "pad": True}, unroll={"conv": 512, "pad": 0},
-        location={"pad": "root"}, pack={"conv": ""})),
+    "matmul": SketchProgram(
+        1,
+        Annotation(  # tile_cache: 6x64 register tile, k by 4, B packed per column
+            tiles={"C": {"i": [1, 1, 6], "j": [1, 1, 64], "k": [4]}},
+            parallel={"C": 0},
+            vectorize={"C": True},
+            unroll={"C": 512},
+            pack={"C": "B"},
+        ),
+    ),
+    "conv2d": SketchProgram(
+        1,
+        Annotation(  # tile_cache: 6 channels x 56 columns, padding computed once
+            tiles={
+                "conv": {
+                    "n": [1, 1, 1],
+                    "f": [1, 1, 6],
+                    "y": [1, 1, 1],
+                    "x": [1, 1, 56],
+                    "rc": [1],
+                    "ry": [1],
+                    "rx": [1],
+                }
+            },
+            parallel={"conv": 0, "pad": 0},
+            vectorize={"conv": True, "pad": True},
+            unroll={"conv": 512, "pad": 0},
+            location={"pad": "root"},
+            pack={"conv": ""},
+        ),
+    ),
 }
 
 
@@ -88,30 +113,41 @@ def throughput(space: SketchSpace, seconds: float) -> tuple[float, float]:
     return rates[0], rates[1]
 
 
-def best_random(space: SketchSpace, count: int, inputs: list[np.ndarray]) -> tuple[float, int, object]:
-    """(seconds, errors, kernel) of the fastest of ``count`` random programs."""
+def best_random(space: SketchSpace, count: int, inputs: list[np.ndarray]) -> tuple[float, int, object, float]:
+    """(seconds, errors, kernel, slowest build in seconds) of the fastest of ``count`` random programs."""
     rng = random.Random(1)
     wl, tensors = space.workload, space.workload.tensors()
-    sources = [emit_c(lower(space.schedule(space.sample(rng)), tensors), 1, space.target.vector_bytes or 16)
-               for _ in range(count)]
+    sources = [
+        emit_c(lower(space.schedule(space.sample(rng)), tensors), 1, space.target.vector_bytes or 16)
+        for _ in range(count)
+    ]
 
-    def build(src: str) -> object:
-        try:
-            return compile_shared(src, space.target, timeout=60)
-        except BuildError as err:
-            return err
+    with tempfile.TemporaryDirectory() as cache:  # a fresh build cache: build times are real
 
-    with ThreadPoolExecutor(2) as pool:
-        libs = list(pool.map(build, sources))
+        def build(src: str) -> tuple[Path | BuildError, float]:
+            t0 = time.perf_counter()
+            try:
+                lib: Path | BuildError = compile_shared(src, space.target, timeout=60, cache_dir=Path(cache))
+            except BuildError as err:
+                lib = err
+            return lib, time.perf_counter() - t0
+
+        with ThreadPoolExecutor(2) as pool:
+            built = list(pool.map(build, sources))
+        kernels = [
+            lib
+            if isinstance(lib, Exception)
+            else load_kernel(lib, function_name("default_function"), _specs(wl))
+            for lib, _ in built
+        ]
     outs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
     want = wl.reference(*inputs)[0]
     best: tuple[float, object] = (float("inf"), None)
     errors = 0
-    for lib in libs:
-        if isinstance(lib, Exception):
+    for kernel in kernels:
+        if isinstance(kernel, Exception):
             errors += 1
             continue
-        kernel = load_kernel(lib, function_name("default_function"), _specs(wl))
         kernel(*inputs, *outs)
         if not np.allclose(outs[0], want, rtol=1e-3, atol=1e-3):
             errors += 1
@@ -119,7 +155,7 @@ def best_random(space: SketchSpace, count: int, inputs: list[np.ndarray]) -> tup
         t = kernel.time(*inputs, *outs, number=1, repeat=1, min_repeat_ms=10)[0]
         if t < best[0]:
             best = (t, kernel)
-    return best[0], errors, best[1]
+    return best[0], errors, best[1], max(t for _, t in built)
 
 
 def _specs(wl: asc.Workload) -> list:
@@ -131,9 +167,9 @@ def _specs(wl: asc.Workload) -> list:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--programs", type=int, default=300)
-    ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--programs", type=int, default=300, help="random programs built and timed per workload")
+    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput measurement")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds of the final candidates")
     args = ap.parse_args()
     rows, record = [], {}
     for label, ((name, wl_args), handwritten) in CASES.items():
@@ -141,7 +177,7 @@ def main() -> None:
         space = SketchSpace(wl, TARGET)
         lower_rate, emit_rate = throughput(space, args.seconds)
         inputs = wl.random_inputs(0)
-        t_best, errors, best = best_random(space, args.programs, inputs)
+        t_best, errors, best, slowest_build = best_random(space, args.programs, inputs)
         tensors = wl.tensors()
         hand = asc.build(handwritten(tensors, TARGET), tensors, TARGET)
         point = asc.build(space.schedule(SPACE_POINTS[label]), tensors, TARGET)
@@ -157,19 +193,51 @@ def main() -> None:
         med = {k: median(v) for k, v in times.items()}
         ref_name = REFERENCE[label]
         flops = wl.flops()
-        rows.append([label, f"{lower_rate:.0f}", f"{emit_rate:.0f}", f"{errors}/{args.programs}",
-                     flops / med["best random"] / 1e9, flops / med["space point"] / 1e9,
-                     flops / med["hand-written"] / 1e9, flops / med[ref_name] / 1e9,
-                     f"{med[ref_name] / med['best random']:.2f}",
-                     f"{med[ref_name] / med['space point']:.2f}"])
-        record[label] = {"sample_lower_per_s": lower_rate, "sample_lower_emit_per_s": emit_rate,
-                         "programs": args.programs, "errors": errors, "seconds": times,
-                         "sketches": [str(s) for s in space.sketches]}
+        rows.append(
+            [
+                label,
+                f"{lower_rate:.0f}",
+                f"{emit_rate:.0f}",
+                f"{errors}/{args.programs}",
+                f"{slowest_build:.1f}",
+                flops / med["best random"] / 1e9,
+                flops / med["space point"] / 1e9,
+                flops / med["hand-written"] / 1e9,
+                flops / med[ref_name] / 1e9,
+                f"{med[ref_name] / med['best random']:.2f}",
+                f"{med[ref_name] / med['space point']:.2f}",
+            ]
+        )
+        record[label] = {
+            "sample_lower_per_s": lower_rate,
+            "sample_lower_emit_per_s": emit_rate,
+            "programs": args.programs,
+            "errors": errors,
+            "slowest_build_s": slowest_build,
+            "seconds": times,
+            "sketches": [str(s) for s in space.sketches],
+        }
     print(f"1 thread; numpy BLAS: {blas_info()}")
-    print_table(["workload", "sample+lower/s", "+emit/s", "errors", "best random", "space point",
-                 "hand-written", "reference", "random/ref", "point/ref"], rows)
-    print("(GFLOP/s; reference: numpy/OpenBLAS for matmul, PyTorch/oneDNN for conv2d; 'space point' is a "
-          "program of the generated space written down by hand, see SPACE_POINTS)")
+    print_table(
+        [
+            "workload",
+            "sample+lower/s",
+            "+emit/s",
+            "errors",
+            "slowest build s",
+            "best random",
+            "space point",
+            "hand-written",
+            "reference",
+            "random/ref",
+            "point/ref",
+        ],
+        rows,
+    )
+    print(
+        "(GFLOP/s; reference: numpy/OpenBLAS for matmul, PyTorch/oneDNN for conv2d; 'space point' is a "
+        "program of the generated space written down by hand, see SPACE_POINTS)"
+    )
     print(f"results: {write_results('space', record)}")
 
 

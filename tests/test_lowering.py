@@ -115,3 +115,67 @@ def test_auto_unroll_pragma_unrolls_small_inner_nests() -> None:
     s[B].pragma(o, "auto_unroll_max_step", 4)
     loops = _loops(lower(s, [A, B]).body, [])
     assert [lp.extent for lp in loops] == [16]  # the 4-iteration inner loop became straight code
+
+
+def test_auto_unroll_pragma_on_a_loop_of_one_iteration_still_applies() -> None:
+    """A pragma on a loop that is not emitted (extent 1) goes to the loops inside it."""
+    A = asc.placeholder((1, 8), name="A")
+    B = asc.compute((1, 8), lambda a, b: A[a, b] + 1.0, name="B")
+    s = asc.create_schedule(B)
+    n, w = B.op.axis
+    s[B].pragma(n, "auto_unroll_max_step", 16)
+    func = lower(s, [A, B])
+    assert _loops(func.body, []) == [] and len(func.body.stmts) == 8  # type: ignore[attr-defined]
+    f = asc.build(s, [A, B])
+    a = np.arange(8, dtype=np.float32).reshape(1, 8)
+    b = np.zeros((1, 8), np.float32)
+    f(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+
+
+def test_auto_unroll_expands_small_nests_and_hints_innermost_larger_ones() -> None:
+    """Up to AUTO_EXPAND steps the nest becomes straight code; a larger nest within the pragma
+    gets a compiler hint where only vector loops stay inside it, and outer levels stay loops."""
+    A = asc.placeholder((64, 48), name="A")
+    B = asc.compute((64, 48), lambda a, b: A[a, b] * 2.0, name="B")
+    s = asc.create_schedule(B)
+    i, j = B.op.axis
+    io, ii = s[B].split(i, 8)
+    jo, ji = s[B].split(j, 6)
+    s[B].reorder(io, jo, ii, ji)
+    s[B].pragma(io, "auto_unroll_max_step", 512)
+    kinds = {lp.var.name: lp.kind for lp in _loops(lower(s, [A, B]).body, [])}
+    # b.inner (6 steps) is expanded; a.inner (8 x 6 = 48 steps > 32) is left to the compiler
+    assert kinds == {"B.a.outer": "serial", "B.b.outer": "serial", "B.a.inner": "unroll_hint"}
+    s2 = asc.create_schedule(B)
+    io, ii = s2[B].split(B.op.axis[0], 4)
+    jo, ji = s2[B].split(B.op.axis[1], 6)
+    s2[B].reorder(io, jo, ii, ji)
+    s2[B].pragma(io, "auto_unroll_max_step", 16)
+    kinds = {lp.var.name: lp.kind for lp in _loops(lower(s2, [A, B]).body, [])}
+    assert kinds == {"B.a.outer": "serial", "B.b.outer": "serial", "B.a.inner": "serial"}  # 24 > 16
+
+
+def test_unrolled_copies_decide_their_guards() -> None:
+    """Copies of unrolled loops fix their variables: guards and selects that depend on them are
+    decided per copy (a padded copy becomes plain loads and zeros), and the program computes the
+    same."""
+    X = asc.placeholder((10,), name="X")
+    P = asc.compute((14,), lambda a: asc.if_then_else((a >= 2) & (a < 12), X[a - 2], 0.0), name="P")
+    s = asc.create_schedule(P)
+    s[P].unroll(P.op.axis[0])
+    func = lower(s, [X, P])
+    stores = func.body.stmts  # type: ignore[attr-defined]
+    assert len(stores) == 14 and all("select" not in str(st) for st in stores)
+    Y = asc.compute((10,), lambda a: X[a] * 3.0, name="Y")
+    s = asc.create_schedule(Y)
+    _, inner = s[Y].split(Y.op.axis[0], 4)  # 3 tiles of 4, the last one partial
+    s[Y].unroll(inner)
+    assert not _has_guard(lower(s, [X, Y]).body)
+    x = np.arange(10, dtype=np.float32)
+    for sched, out, want in ((asc.create_schedule(P), P, np.pad(x, 2)), (s, Y, x * 3)):
+        if out is P:
+            sched[P].unroll(P.op.axis[0])
+        got = np.zeros(out.shape, np.float32)
+        asc.build(sched, [X, out])(x, got)
+        np.testing.assert_array_equal(got, want)

@@ -156,3 +156,60 @@ def test_generated_space_of_a_user_defined_operator() -> None:
         space = SketchSpace(wl, TARGET)
         for i in range(40):
             check(wl, space.schedule(space.sample(rng)), i)
+
+
+def _key(program: SketchProgram) -> str:
+    return json.dumps([program.sketch, program.annotation.to_json()], sort_keys=True)
+
+
+def test_grid_size_is_exact_and_holds_every_sampled_program() -> None:
+    """matmul 4x6x2 on 2 threads, by hand: tiles i (4 = 2^2: 10 ordered splits into 4 levels),
+    j (6 = 2*3: 4*4 = 16), k (divisors of 2: 2); vectorize 2, parallel fusion 1-2, unroll 4;
+    the cache-write sketch can also pack A or B (3)."""
+    space = SketchSpace(asc.get_workload("matmul", (4, 6, 2)), TARGET)
+    per_sketch = 10 * 16 * 2 * 2 * 2 * 4
+    assert space.grid_size() == per_sketch + per_sketch * 3
+    points = {_key(space.grid_point(i)) for i in range(space.grid_size())}
+    assert len(points) == space.grid_size()  # distinct indices, distinct programs
+    rng = random.Random(2)
+    assert all(_key(space.sample(rng)) in points for _ in range(2000))
+    with pytest.raises(IndexError):
+        space.grid_point(space.grid_size())
+    with pytest.raises(IndexError):
+        space.grid_point(-1)
+
+
+def test_grid_order_varies_the_cheapest_knob_first() -> None:
+    space = SketchSpace(asc.get_workload("matmul", (4, 6, 2)), TARGET)
+    first, second, fifth = (space.grid_point(i).annotation for i in (0, 1, 4))
+    assert first.tiles == second.tiles and first.vectorize == second.vectorize
+    assert [first.unroll["C"], second.unroll["C"]] == [0, 16]
+    assert fifth.unroll["C"] == 0 and fifth.vectorize["C"] != first.vectorize["C"]
+
+
+@pytest.mark.parametrize(("name", "args"), [WORKLOADS[0], WORKLOADS[4], WORKLOADS[7]])
+def test_grid_points_build_and_compute_the_reference(name: str, args: tuple) -> None:
+    wl = asc.get_workload(name, args)
+    space = SketchSpace(wl, TARGET)
+    size = space.grid_size()
+    rng = random.Random(4)
+    indices = [0, size - 1, *(rng.randrange(size) for _ in range(40))]
+    valid = [space.grid_point(i) for i in indices if space.is_valid(space.grid_point(i))]
+    assert len(valid) >= 10
+    for i, program in enumerate(valid[:6]):
+        check(wl, space.schedule(program), i)
+
+
+def test_is_valid_flags_what_sampling_never_draws() -> None:
+    space = SketchSpace(asc.get_workload("matmul", (64, 512, 512)), TARGET)
+    rng = random.Random(8)
+    assert all(space.is_valid(space.sample(rng)) for _ in range(200))
+    cache = next(i for i, sk in enumerate(space.sketches) if "tile_cache" in str(sk))
+
+    def program(i_tiles: list[int], pack: str) -> SketchProgram:
+        tiles = {"C": {"i": i_tiles, "j": [1, 16, 32], "k": [1]}}
+        return SketchProgram(cache, Annotation(tiles, {"C": 1}, {"C": True}, {"C": 0}, {}, {"C": pack}))
+
+    assert space.is_valid(program([1, 1, 1], "A"))
+    assert not space.is_valid(program([1, 1, 1], "B"))  # a 512 x 512 panel of B
+    assert not space.is_valid(program([1, 8, 8], ""))  # 64 x 512 accumulators

@@ -8,7 +8,8 @@ from ..expr import Tensor
 from ..schedule import Schedule
 from .ir import PrimFunc
 from .lowering import Lowerer
-from .passes import auto_unroll, check_loops, fold, partition, unroll
+from .passes import auto_unroll, check_loops, fold, partition
+from .unrolling import unroll
 
 
 def lower(

@@ -151,14 +151,18 @@ def stmt_children(s: Stmt) -> tuple[Stmt, ...]:
 
 
 def map_children(s: Stmt, fn: Callable[[Stmt], Stmt]) -> Stmt:
-    """``s`` rebuilt with ``fn`` applied to each of its :func:`stmt_children`."""
+    """``s`` rebuilt with ``fn`` applied to each of its :func:`stmt_children` (``s`` itself when
+    ``fn`` returns every child unchanged, so that passes keep unchanged subtrees shared)."""
     if isinstance(s, For):
-        return For(s.var, s.begin, s.extent, s.kind, fn(s.body), s.thread, s.auto_unroll)
+        body = fn(s.body)
+        return s if body is s.body else For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
     if isinstance(s, IfThenElse):
+        then = fn(s.then)
         other = None if s.otherwise is None else fn(s.otherwise)
-        return IfThenElse(s.cond, fn(s.then), other)
+        return s if then is s.then and other is s.otherwise else IfThenElse(s.cond, then, other)
     if isinstance(s, Seq):
-        return seq(fn(x) for x in s.stmts)
+        items = [fn(x) for x in s.stmts]
+        return s if all(a is b for a, b in zip(items, s.stmts, strict=True)) else seq(items)
     return s
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..expr import (
     BinOp,
@@ -19,12 +19,12 @@ from ..expr import (
     substitute,
     walk,
 )
-from ..schedule import Schedule, ScheduleError, Stage, effective_readers
+from ..schedule import Schedule, ScheduleError, Stage
 from ..transform import identity_value
 from .bounds import infer_region
-from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
-from .simplify import FALSE, TRUE, Ranges, conjoin, simplify
+from .simplify import FALSE, TRUE, Ranges, combine, conjoin, simplify
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
@@ -51,6 +51,7 @@ class Lowerer:
         self.bases: dict[str, list[Expr]] = {}
         self._bodies: dict[str, Expr] = {}
         self._contexts: dict[str, StageContext] = {}
+        self._readers: dict[str, list[Stage]] | None = None
         names = [t.name for t in args]
         if len(set(names)) != len(names):
             raise ValueError(f"argument names repeat: {names}")
@@ -73,7 +74,7 @@ class Lowerer:
         body: list[Stmt] = []
         for stage in self.s.stages.values():
             if stage.is_placeholder:
-                if stage.name not in self.buffers and self.s.readers(stage.name):
+                if stage.name not in self.buffers and self.readers(stage.name):
                     raise ValueError(f"input {stage.name!r} is read but not among the arguments")
                 continue
             if stage.attach != ("root",):
@@ -89,7 +90,27 @@ class Lowerer:
         return PrimFunc(self.name, self.args, seq(body))
 
     def _read_anywhere(self, name: str) -> bool:
-        return any(r.attach != ("inline",) or self._read_anywhere(r.name) for r in self.s.readers(name))
+        return any(r.attach != ("inline",) or self._read_anywhere(r.name) for r in self.readers(name))
+
+    def readers(self, name: str) -> list[Stage]:
+        """Stages whose expression reads ``name`` (``Schedule.readers``, each stage's inputs looked
+        up once per lowering)."""
+        if self._readers is None:
+            self._readers = {}
+            for stage in self.s.stages.values():
+                if isinstance(stage.op, ComputeOp):
+                    for t in stage.op.input_tensors:
+                        self._readers.setdefault(t.name, []).append(stage)
+        return self._readers.get(name, [])
+
+    def effective_readers(self, name: str) -> list[Stage]:
+        """Stages that read ``name`` directly or through inlined stages."""
+        out: list[Stage] = []
+        for r in self.readers(name):
+            for x in self.effective_readers(r.name) if r.attach == ("inline",) else [r]:
+                if x not in out:
+                    out.append(x)
+        return out
 
     # -- expressions
     def body_of(self, stage: Stage) -> Expr:
@@ -132,12 +153,8 @@ class Lowerer:
         return rewrite(e, fn)
 
     def flatten(self, idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
-        flat: Expr = Const(0)
-        stride = 1
-        for i, n in zip(reversed(idx), reversed(shape), strict=True):
-            flat = BinOp("add", flat, i if stride == 1 else BinOp("mul", i, Const(stride), "int32"), "int32")
-            stride *= n
-        return simplify(flat, self.ranges)
+        """The row-major flat index of ``idx``, simplified."""
+        return combine(zip(idx, strides(shape), strict=True), self.ranges)
 
     # -- stages
     def context(self, stage: Stage) -> StageContext:
@@ -177,7 +194,7 @@ class Lowerer:
         _, parent_name, leaf = stage.attach
         free: dict[Var, int] = {}
         bodies = []
-        for reader in effective_readers(self.s, stage.name):
+        for reader in self.effective_readers(stage.name):
             chain = [reader]
             while chain[-1].name != parent_name:
                 if chain[-1].attach[0] != "at":
@@ -295,8 +312,23 @@ class Lowerer:
             if p < 0:
                 return body
             lf = leaves[p]
-            if lf.extent == 1 and lf.loop_kind != "thread":
-                stmt = body
+            if lf.extent == 1 and lf.loop_kind != "thread":  # not emitted; its pragma goes inward
+                stmt = body if lf.auto_unroll is None else with_auto_unroll(body, lf.auto_unroll)
                 continue
             stmt = For(lf.var, 0, lf.extent, lf.loop_kind, body, lf.thread, lf.auto_unroll)
         return stmt
+
+
+def strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides of ``shape``."""
+    out = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        out[d] = out[d + 1] * shape[d + 1]
+    return out
+
+
+def with_auto_unroll(s: Stmt, step: int) -> Stmt:
+    """``s`` with an ``auto_unroll_max_step`` pragma on its outermost loops (those without one)."""
+    if isinstance(s, For):
+        return s if s.auto_unroll is not None else replace(s, auto_unroll=step)
+    return map_children(s, lambda x: with_auto_unroll(x, step))

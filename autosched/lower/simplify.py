@@ -9,6 +9,7 @@ comparisons that always (or never) hold.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from ..expr import BinOp, Cast, Cmp, Const, Expr, Logic, Not, Var, rewrite
 
@@ -25,58 +26,78 @@ def is_int(e: Expr) -> bool:
 
 def linear(e: Expr, ranges: Ranges) -> Linear:
     """``e`` (an integer expression) as (terms -> coefficient, constant)."""
+    terms: dict[Expr, int] = {}
+    k = _collect(e, ranges, 1, terms)
+    return terms, k
+
+
+def combine(parts: Iterable[tuple[Expr, int]], ranges: Ranges) -> Expr:
+    """``sum(coef * e)`` over integer expressions, simplified (e.g. a flat index from its strides)."""
+    terms: dict[Expr, int] = {}
+    k = sum(_collect(e, ranges, c, terms) for e, c in parts)
+    return rebuild(terms, k)
+
+
+def _collect(e: Expr, ranges: Ranges, scale: int, out: dict[Expr, int]) -> int:
+    """Add ``scale * e``'s terms to ``out`` (one dict for a whole sum); return its constant."""
     if isinstance(e, Const):
-        return {}, int(e.value)
+        return scale * int(e.value)
     if isinstance(e, Var):
-        return {e: 1}, 0
+        _add(out, e, scale)
+        return 0
     if isinstance(e, BinOp):
         op = e.op
-        if op in ("add", "sub"):
-            ta, ka = linear(e.a, ranges)
-            tb, kb = linear(e.b, ranges)
-            sign = 1 if op == "add" else -1
-            out = dict(ta)
-            for t, c in tb.items():
-                v = out.get(t, 0) + sign * c
-                if v:
-                    out[t] = v
-                else:
-                    out.pop(t, None)
-            return out, ka + sign * kb
+        if op == "add":
+            return _collect(e.a, ranges, scale, out) + _collect(e.b, ranges, scale, out)
+        if op == "sub":
+            return _collect(e.a, ranges, scale, out) + _collect(e.b, ranges, -scale, out)
         if op == "mul":
+            if isinstance(e.b, Const):
+                return _collect(e.a, ranges, scale * int(e.b.value), out)
             ta, ka = linear(e.a, ranges)
             tb, kb = linear(e.b, ranges)
             if not tb:
-                return _scale(ta, ka, kb)
+                return _merge(out, ta, ka, scale * kb)
             if not ta:
-                return _scale(tb, kb, ka)
-            return {BinOp("mul", rebuild(ta, ka), rebuild(tb, kb), e.type): 1}, 0
+                return _merge(out, tb, kb, scale * ka)
+            _add(out, BinOp("mul", rebuild(ta, ka), rebuild(tb, kb), e.type), scale)
+            return 0
         if op in ("floordiv", "floormod"):
             tb, kb = linear(e.b, ranges)
             if not tb and kb > 0:
-                return _divmod(op, linear(e.a, ranges), kb, e.type, ranges)
+                return _merge(out, *_divmod(op, linear(e.a, ranges), kb, e.type, ranges), scale)
         if op in ("min", "max"):
             a, b = simplify(e.a, ranges), simplify(e.b, ranges)
             lo, hi = bounds(linear(binop_sub(a, b), ranges), ranges)
             if (op == "min" and hi <= 0) or (op == "max" and lo >= 0):
-                return linear(a, ranges)
+                return _collect(a, ranges, scale, out)
             if (op == "min" and lo >= 0) or (op == "max" and hi <= 0):
-                return linear(b, ranges)
-            return {BinOp(op, a, b, e.type): 1}, 0
+                return _collect(b, ranges, scale, out)
+            _add(out, BinOp(op, a, b, e.type), scale)
+            return 0
     node = rewrite_children(e, ranges)
     if isinstance(node, Const):
-        return {}, int(node.value)
-    return {node: 1}, 0
+        return scale * int(node.value)
+    _add(out, node, scale)
+    return 0
+
+
+def _add(out: dict[Expr, int], term: Expr, c: int) -> None:
+    v = out.get(term, 0) + c
+    if v:
+        out[term] = v
+    else:
+        out.pop(term, None)
+
+
+def _merge(out: dict[Expr, int], terms: dict[Expr, int], k: int, scale: int) -> int:
+    for t, c in terms.items():
+        _add(out, t, c * scale)
+    return k * scale
 
 
 def binop_sub(a: Expr, b: Expr) -> Expr:
     return BinOp("sub", a, b, a.dtype)
-
-
-def _scale(terms: dict[Expr, int], k: int, c: int) -> Linear:
-    if c == 0:
-        return {}, 0
-    return {t: v * c for t, v in terms.items()}, k * c
 
 
 def _divmod(op: str, lin: Linear, c: int, dtype: str, ranges: Ranges) -> Linear:
@@ -199,8 +220,16 @@ def rewrite_children(e: Expr, ranges: Ranges) -> Expr:
 def _compare(e: Cmp, ranges: Ranges) -> Expr:
     terms, k = linear(binop_sub(e.a, e.b), ranges)
     lo, hi = bounds((terms, k), ranges)
-    op = e.op
-    decided = {
+    verdict = decide(e.op, lo, hi)
+    if verdict is not None:
+        return TRUE if verdict else FALSE
+    return Cmp(e.op, rebuild(terms, k), Const(0, "int32"))
+
+
+def decide(op: str, lo: float, hi: float) -> bool | None:
+    """Whether ``x <op> 0`` holds for every ``x`` in ``[lo, hi]`` (True), for none (False), or
+    depends on ``x`` (None)."""
+    holds, fails = {
         "lt": (hi < 0, lo >= 0),
         "le": (hi <= 0, lo > 0),
         "gt": (lo > 0, hi <= 0),
@@ -208,11 +237,7 @@ def _compare(e: Cmp, ranges: Ranges) -> Expr:
         "eq": (lo == hi == 0, lo > 0 or hi < 0),
         "ne": (lo > 0 or hi < 0, lo == hi == 0),
     }[op]
-    if decided[0]:
-        return TRUE
-    if decided[1]:
-        return FALSE
-    return Cmp(op, rebuild(terms, k), Const(0, "int32"))
+    return True if holds else False if fails else None
 
 
 def conjuncts(cond: Expr) -> list[Expr]:

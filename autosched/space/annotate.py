@@ -18,12 +18,13 @@ calling the public primitives, so the program is a replayable list of steps.
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, walk
+from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, topo_order, walk
 from ..schedule import Schedule, Stage, create_schedule, effective_readers
 from ..target import Target
 from .sketch import Sketch, StagePlan
@@ -31,6 +32,8 @@ from .sketch import Sketch, StagePlan
 UNROLL_STEPS = (0, 16, 64, 512)
 MAX_LOCAL_TILE = 4096  # elements of a register/cache tile (keeps stack arrays small)
 MAX_PANEL = 1 << 16  # elements of a packed operand panel (on the stack of each thread)
+AT_POSITIONS = 8  # a ``simple`` stage computed inside its consumer goes in one of its first 8 loops
+TILED = ("tile", "tile_fuse", "tile_cache")
 
 
 @dataclass
@@ -55,10 +58,11 @@ class Annotation:
 # ---------------------------------------------------------------------------- sampling
 
 
-def divisors(n: int) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple[int, ...]:
     """The divisors of ``n`` in increasing order."""
     small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+    return tuple(sorted(set(small + [n // d for d in small])))
 
 
 def sample_factors(extent: int, count: int, rng: random.Random, lanes: int = 1) -> list[int]:
@@ -86,23 +90,28 @@ def _reduce(op: ComputeOp) -> list[str]:
 
 
 def sample_annotation(
-    sketch: Sketch, outputs: Sequence[Tensor], target: Target, rng: random.Random
+    sketch: Sketch,
+    outputs: Sequence[Tensor],
+    target: Target,
+    rng: random.Random,
+    ops: Mapping[str, ComputeOp] | None = None,
 ) -> Annotation:
-    """A random complete annotation of ``sketch``."""
-    ops = {op.name: op for op in _compute_ops(outputs)}
+    """A random complete annotation of ``sketch`` (``ops``: :func:`stage_ops` of ``outputs``, if
+    the caller keeps it)."""
+    ops = stage_ops(outputs) if ops is None else ops
     ann = Annotation()
     threads = target.num_threads or 1
     for plan in sketch.plans:
         op = ops[plan.stage]
         lanes = target.vector_lanes(op.dtype)
-        if plan.rule in ("tile", "tile_fuse", "tile_cache"):
+        if plan.rule in TILED:
             fused = plan.rule != "tile"
             for _ in range(20):  # local tiles must stay small: resample a few times
                 tiles = {
                     a: sample_factors(iv.extent, 3, rng, lanes if a == op.axis[-1].name else 1)
                     for a, iv in zip(_spatial(op), op.axis, strict=True)
                 }
-                if not fused or _product(f[1] * f[2] for f in tiles.values()) <= MAX_LOCAL_TILE:
+                if not fused or local_tile(tiles) <= MAX_LOCAL_TILE:
                     break
             else:
                 tiles = {a: [1, 1, 1] for a in _spatial(op)}
@@ -130,9 +139,14 @@ def sample_annotation(
     return ann
 
 
-def pack_candidates(op: ComputeOp, tiles: dict[str, list[int]]) -> list[str]:
+def local_tile(tiles: Mapping[str, Sequence[int]]) -> int:
+    """Elements of a fused stage's local (register/cache) tile: levels 2-3 of its spatial axes."""
+    return _product(f[1] * f[2] for f in tiles.values() if len(f) == 3)
+
+
+def pack_candidates(op: ComputeOp, tiles: Mapping[str, Sequence[int]] | None) -> list[str]:
     """Inputs of a tiled stage worth packing: read without some spatial index (reused across it)
-    and small enough, per outer tile, for a panel on the stack."""
+    and small enough, per outer tile, for a panel on the stack (``tiles=None``: any size)."""
     out = []
     spatial = {iv.var.name: iv for iv in op.axis}
     for load in (n for n in walk(op.body) if isinstance(n, Load)):
@@ -140,6 +154,9 @@ def pack_candidates(op: ComputeOp, tiles: dict[str, list[int]]) -> list[str]:
             continue
         used = {v.name for i in load.indices for v in walk(i) if isinstance(v, Var)}
         if not set(spatial) - used:
+            continue
+        if tiles is None:
+            out.append(load.tensor.name)
             continue
         size = 1
         for dim, index in zip(load.tensor.shape, load.indices, strict=True):
@@ -164,13 +181,12 @@ def _sample_location(plan: StagePlan, op: ComputeOp, outputs: Sequence[Tensor], 
     if not op.reduce_axis:
         choices.append("inline")
     pick = rng.choice(choices)
-    return f"at:{rng.randint(0, 7)}" if pick == "at" else pick
+    return f"at:{rng.randint(0, AT_POSITIONS - 1)}" if pick == "at" else pick
 
 
-def _compute_ops(outputs: Sequence[Tensor]) -> list[ComputeOp]:
-    from ..expr import topo_order
-
-    return [op for op in topo_order(list(outputs)) if isinstance(op, ComputeOp)]
+def stage_ops(outputs: Sequence[Tensor]) -> dict[str, ComputeOp]:
+    """The compute ops behind ``outputs`` by name, producers first."""
+    return {op.name: op for op in topo_order(list(outputs)) if isinstance(op, ComputeOp)}
 
 
 # ---------------------------------------------------------------------------- applying
@@ -290,11 +306,11 @@ def _rfactor(s: Schedule, name: str, ann: Annotation, target: Target) -> None:
 def _simple(s: Schedule, stage: Stage, ann: Annotation, key: str, target: Target) -> None:
     """Root, inline or compute_at placement; parallel outer loops; vectorized inner loop."""
     where = ann.location.get(key, "root")
-    readers = effective_readers(s, stage.name)
     if where == "inline" and not stage.op.reduce_axis and stage.name not in s.outputs:
         stage.compute_inline()
         return
-    if where.startswith("at:") and len(readers) == 1 and readers[0].leaves:
+    readers = effective_readers(s, stage.name) if where.startswith("at:") else []
+    if len(readers) == 1 and readers[0].leaves:
         reader = readers[0]
         stage.compute_at(reader, reader.leaves[min(int(where[3:]), len(reader.leaves) - 1)])
     spatial = [iv.name for iv in stage.op.axis]

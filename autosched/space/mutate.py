@@ -11,7 +11,7 @@ import copy
 import random
 from collections.abc import Callable
 
-from .annotate import MAX_LOCAL_TILE, UNROLL_STEPS, Annotation, divisors
+from .annotate import MAX_LOCAL_TILE, UNROLL_STEPS, Annotation, divisors, local_tile
 
 Mutation = Callable[[Annotation, random.Random], bool]
 
@@ -47,20 +47,10 @@ def mutate_tile_size(ann: Annotation, rng: random.Random) -> bool:
         dst = rng.choice([i for i in range(len(factors)) if i != src])
         factors[src] //= p
         factors[dst] *= p
-        if _local_tile(ann, stage, axis, factors) > MAX_LOCAL_TILE:
+        if local_tile({**ann.tiles[stage], axis: factors}) > MAX_LOCAL_TILE:
             return False
     ann.tiles[stage][axis] = factors
     return True
-
-
-def _local_tile(ann: Annotation, stage: str, axis: str, factors: list[int]) -> int:
-    """Elements of the stage's inner (levels 2-3) tile if ``axis`` took ``factors``."""
-    size = 1
-    for ax, f in ann.tiles[stage].items():
-        g = factors if ax == axis else f
-        if len(g) == 3:
-            size *= g[1] * g[2]
-    return size
 
 
 def mutate_parallel(ann: Annotation, rng: random.Random) -> bool:
@@ -108,12 +98,13 @@ def mutate(ann: Annotation, rng: random.Random) -> Annotation:
 
 
 def crossover(a: Annotation, b: Annotation, rng: random.Random) -> Annotation:
-    """Per stage, take every choice from one parent or the other (both of the same sketch)."""
+    """Per stage, take every choice from one parent or the other (both of the same sketch; a packed
+    panel goes with the tiles it was sized for)."""
     child = copy.deepcopy(a)
     stages = set(a.parallel) | set(a.tiles) | set(a.location)
     for stage in stages:
         if rng.random() < 0.5:
-            for table in ("tiles", "parallel", "vectorize", "unroll", "location"):
+            for table in ("tiles", "parallel", "vectorize", "unroll", "location", "pack"):
                 src, dst = getattr(b, table), getattr(child, table)
                 if stage in src:
                     dst[stage] = copy.deepcopy(src[stage])
