@@ -33,7 +33,7 @@ CASES = {
     "matmul": ("matmul", (512, 512, 512)),
     "conv2d": ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1)),
 }
-LOGS = Path(__file__).parent / "results" / "logs"
+LOGS = Path(__file__).parent / "results" / "logs"  # default --log-dir
 
 
 def reference_timer(label: str, inputs: list[np.ndarray]) -> tuple[str, Callable[[], float]]:
@@ -48,16 +48,16 @@ def reference_timer(label: str, inputs: list[np.ndarray]) -> tuple[str, Callable
     return "pytorch", wall_timer(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), 20)
 
 
-def run_case(label: str, trials: int, rounds: int) -> dict[str, object]:
+def run_case(label: str, trials: int, rounds: int, logs: Path) -> dict[str, object]:
     name, args = CASES[label]
     task = asc.Task(name, args, target=TARGET)
-    LOGS.mkdir(parents=True, exist_ok=True)
-    log = LOGS / f"tune_{label}.jsonl"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"tune_{label}.jsonl"
     print(f"\n{task}: random search, {trials} trials, log {log}", flush=True)
     result = asc.tune(task, trials=trials, log=log, tuner="random", space="sketch", seed=0, progress=True)
     inside = result.build_time_s + result.run_time_s
     outside = 1 - inside / result.wall_time_s if result.wall_time_s else float("nan")
-    per_minute = 60 * result.new_trials / result.wall_time_s if result.wall_time_s else float("nan")
+    per_minute = 60 * result.new_trials / result.wall_time_s if result.new_trials else float("nan")
     kernel = asc.load_best(log, task)
     inputs = task.workload.random_inputs(0)
     outputs = [np.zeros(t.shape, t.dtype) for t in task.workload.outputs]
@@ -96,9 +96,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--log-dir", type=Path, default=LOGS, help="where the (resumable) logs go")
     opts = parser.parse_args()
     print(f"threads {THREADS}; BLAS: {blas_info()}")
-    rows = [run_case(label, opts.trials, opts.rounds) for label in CASES if opts.only in (None, label)]
+    labels = [label for label in CASES if opts.only in (None, label)]
+    rows = [run_case(label, opts.trials, opts.rounds, opts.log_dir) for label in labels]
     print()
     print_table(
         ["case", "trials", "valid", "trials/min", "outside %", "GFLOP/s", "ref", "ref GFLOP/s", "ratio"],
