@@ -12,6 +12,7 @@ The names follow TVM's ``te`` where te has the same concept, so ``te.`` in a tut
 
 from __future__ import annotations
 
+from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
     Tensor,
@@ -50,6 +51,7 @@ from .task import Task
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutoschedWarning",
     "Schedule",
     "ScheduleError",
     "Stage",

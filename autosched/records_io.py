@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
+from .diagnostics import AutoschedWarning
 from .steps import Step, steps_from_json
 
 FORMAT_VERSION = 1
@@ -37,7 +38,7 @@ class RecordError(ValueError):
     """A log line that is not a valid record, or a file that is not a tuning log."""
 
 
-class RecordWarning(UserWarning):
+class RecordWarning(AutoschedWarning):
     """A line of a tuning log that was skipped (truncated by a killed process, or garbled)."""
 
 

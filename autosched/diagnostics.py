@@ -1,0 +1,69 @@
+"""One voice for what autosched tells a person: warnings and text that came from untrusted input.
+
+Every warning autosched issues is an :class:`AutoschedWarning` (a ``UserWarning``, so the usual
+``warnings`` filters apply) and is shown as one line ``autosched: warning: MESSAGE``. Text that comes
+from a tuning log, a model file or a user's names goes through :func:`printable` before it reaches a
+terminal, so escape codes and control characters are shown, never obeyed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from typing import Any, TextIO
+
+__all__ = ["AutoschedWarning", "printable", "warn"]
+
+PREFIX = "autosched: warning: "
+
+
+class AutoschedWarning(UserWarning):
+    """The base of every warning autosched issues."""
+
+
+def printable(text: object, limit: int = 200) -> str:
+    """``text`` made safe for a terminal: control characters (escape codes, newlines, carriage
+    returns, bidi overrides) become ``\\x..``/``\\u....`` escapes; longer than ``limit`` characters
+    is cut with ``...``."""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
+            out.append(f"\\x{code:02x}")
+        elif 0x200B <= code <= 0x200F or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    safe = "".join(out)
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
+def warn(message: str, category: type[AutoschedWarning] = AutoschedWarning, stacklevel: int = 2) -> None:
+    """Issue ``message`` (made printable) as a warning of ``category``."""
+    warnings.warn(printable(message, limit=1000), category, stacklevel=stacklevel + 1)
+
+
+_shown_before = warnings.showwarning
+
+
+def _show(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` for autosched's warnings: one ``autosched: warning:`` line."""
+    if not issubclass(category, AutoschedWarning):
+        _shown_before(message, category, filename, lineno, file, line)
+        return
+    stream: Any = file if file is not None else sys.stderr
+    with contextlib.suppress(OSError, AttributeError):  # no usable stderr: stay silent
+        stream.write(f"{PREFIX}{message}\n")
+
+
+warnings.showwarning = _show
