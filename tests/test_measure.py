@@ -268,5 +268,5 @@ def test_the_worker_is_replaced_after_recycle_after_candidates(monkeypatch: pyte
         for _ in range(5):
             (res,) = runner.run([inp], build)
             assert res.ok, res.error_msg
-            pids.append(runner._proc.pid if runner._proc is not None else None)
+            pids.append(runner._worker.proc.pid if runner._worker is not None else None)
     assert len(set(pids)) == 3 and pids[0] == pids[1] != pids[2] == pids[3] != pids[4]

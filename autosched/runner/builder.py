@@ -1,8 +1,10 @@
-"""LocalBuilder: compile a batch of candidates in parallel, in a pool of spawned processes.
+"""LocalBuilder: compile a batch of candidates in parallel, in a separate build worker.
 
 Sources are generated (schedule replay, lowering, emission) in the calling process, so user
-workloads registered in ``__main__`` or a test module work; only source text and the target string
-cross into the pool. Libraries land in the content-addressed cache of :func:`compile_shared`.
+workloads registered in ``__main__``, a notebook cell or a test module work; only source text and
+the target string reach the worker (:mod:`autosched.runner.build_worker`), a fresh interpreter that
+runs the compilers and never imports the caller's main module. Libraries land in the
+content-addressed cache of :func:`compile_shared`.
 """
 
 from __future__ import annotations
@@ -10,65 +12,36 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
-from functools import cache
-from multiprocessing import get_context
+from dataclasses import replace
 from pathlib import Path
 
-from ..target import Target
-from .compile import BuildTimeout, CompileError, CompilerNotFound, compile_shared, default_cache_dir
+from .build_worker import Compiled
+from .compile import CacheUnusable, CompilerNotFound, default_cache_dir
+from .errors import InfrastructureError
 from .measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
+from .process import WorkerError, WorkerProcess
 
+_INFRASTRUCTURE: dict[str, type[InfrastructureError]] = {
+    "CompilerNotFound": CompilerNotFound,
+    "CacheUnusable": CacheUnusable,
+}
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
-    """What one compilation in the pool gives back (exceptions do not all pickle)."""
-
-    lib_path: str | None
-    error_no: MeasureErrorNo
-    error_msg: str
-    seconds: float
-    compiler_missing: bool = False
-
-
-@cache
-def _target(text: str) -> Target:
-    return Target.parse(text)
-
-
-def _compile(source: str, target: str, timeout: float, cache_dir: str) -> _Compiled:
-    """Compile one source (runs in a pool process)."""
-    start = time.perf_counter()
-
-    def failed(kind: MeasureErrorNo, error: BaseException, missing: bool = False) -> _Compiled:
-        message = str(error) if kind != MeasureErrorNo.UNKNOWN_ERROR else f"{type(error).__name__}: {error}"
-        return _Compiled(None, kind, message, time.perf_counter() - start, missing)
-
-    try:
-        lib = compile_shared(source, _target(target), timeout=timeout, cache_dir=Path(cache_dir))
-    except CompilerNotFound as e:
-        return failed(MeasureErrorNo.UNKNOWN_ERROR, e, missing=True)
-    except CompileError as e:
-        return failed(MeasureErrorNo.COMPILE_ERROR, e)
-    except BuildTimeout as e:
-        return failed(MeasureErrorNo.BUILD_TIMEOUT, e)
-    except Exception as e:  # anything else costs this candidate only
-        return failed(MeasureErrorNo.UNKNOWN_ERROR, e)
-    return _Compiled(str(lib), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - start)
+#: seconds a whole batch may wait for the worker beyond its compile timeouts
+_SLACK = 60.0
 
 
 class LocalBuilder(Closing):
     """Builds candidates for C targets on this machine (the :class:`Builder` protocol).
 
-    ``n_parallel`` compiler processes (default: one per core) build each batch, each compile
-    limited to ``timeout`` seconds, into ``cache_dir`` (default: :func:`default_cache_dir`).
-    Identical sources in a batch are compiled once. The pool is started on the first batch and
-    reused; :meth:`close` (or leaving a ``with`` block) shuts it down.
+    ``n_parallel`` compilers (default: one per core) build each batch, each compile limited to
+    ``timeout`` seconds, into ``cache_dir`` (default: :func:`default_cache_dir`). Identical sources
+    in a batch are compiled once. The build worker is started on the first batch and reused;
+    :meth:`close` (or leaving a ``with`` block) stops it.
 
-    A missing compiler raises :class:`CompilerNotFound` (it would fail every candidate); every other
-    failure is a :class:`BuildResult` with its error kind and message.
+    Failures of the machine rather than the program (a missing compiler, an unwritable cache, a
+    build worker that cannot start or dies twice in a batch) raise an
+    :class:`~autosched.runner.errors.InfrastructureError`; every other failure is a
+    :class:`BuildResult` with its error kind and message.
     """
 
     def __init__(
@@ -77,19 +50,14 @@ class LocalBuilder(Closing):
         self.n_parallel = n_parallel or len(os.sched_getaffinity(0))
         self.timeout = timeout
         self.cache_dir = cache_dir
-        self._pool: ProcessPoolExecutor | None = None
+        self._worker: WorkerProcess | None = None
         self.emit_time = 0.0  # seconds spent lowering and emitting (in this process), all batches
 
     def close(self) -> None:
-        """Shut the compiler pool down (a later batch starts a new one)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.n_parallel, mp_context=get_context("spawn"))
-        return self._pool
+        """Stop the build worker (a later batch starts a new one)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """Build every candidate of ``inputs``; one :class:`BuildResult` per input, in order."""
@@ -112,8 +80,8 @@ class LocalBuilder(Closing):
             self.emit_time += seconds
             jobs.setdefault((source, str(task.target)), []).append((i, seconds))
         for users, done in zip(jobs.values(), self._compile_all(list(jobs), cache_dir), strict=True):
-            if done.compiler_missing:
-                raise CompilerNotFound(done.error_msg)
+            if done.infrastructure:
+                raise _INFRASTRUCTURE.get(done.infrastructure, InfrastructureError)(done.error_msg)
             for i, seconds in users:
                 results[i] = replace(
                     results[i],
@@ -124,22 +92,44 @@ class LocalBuilder(Closing):
                 )
         return results
 
-    def _compile_all(self, jobs: list[tuple[str, str]], cache_dir: str) -> list[_Compiled]:
-        """Compile the (source, target) pairs in the pool; a pool that broke is replaced."""
-        if not jobs:
-            return []
-        pool = self._executor()
-        futures = [pool.submit(_compile, src, tgt, self.timeout, cache_dir) for src, tgt in jobs]
-        out = []
-        broken = False
-        for future in futures:
+    def _compile_all(self, jobs: list[tuple[str, str]], cache_dir: str) -> list[Compiled]:
+        """Compile the (source, target) pairs in the worker; a worker that died is replaced once."""
+        done: dict[int, Compiled] = {}
+        for attempt in range(2):
             try:
-                out.append(future.result())
-            except Exception as e:  # the pool process died (killed, out of memory)
-                broken |= isinstance(e, BrokenProcessPool)
-                message = f"build process failed: {type(e).__name__}: {e}"
-                out.append(_Compiled(None, MeasureErrorNo.UNKNOWN_ERROR, message, 0.0))
-        if broken:
-            self._pool = None
-            pool.shutdown(wait=False, cancel_futures=True)
-        return out
+                self._compile_in_worker(jobs, cache_dir, done)
+                break
+            except WorkerError:
+                self.close()
+                if attempt:
+                    raise
+        return [done[i] for i in range(len(jobs))]
+
+    def _compile_in_worker(
+        self, jobs: list[tuple[str, str]], cache_dir: str, done: dict[int, Compiled]
+    ) -> None:
+        """Send the jobs not yet in ``done`` and collect their answers into ``done``."""
+        todo = [i for i in range(len(jobs)) if i not in done]
+        if not todo:
+            return
+        if self._worker is None or not self._worker.alive():
+            self._worker = WorkerProcess("autosched.runner.build_worker", "build")
+        worker = self._worker
+        try:
+            for i in todo:
+                source, target = jobs[i]
+                worker.send(("compile", i, source, target, self.timeout, cache_dir, self.n_parallel))
+        except OSError:
+            raise WorkerError(f"the build worker died: {worker.death()}") from None
+        rounds = -(-len(todo) // self.n_parallel)
+        limit = rounds * self.timeout + _SLACK
+        deadline = time.monotonic() + limit
+        while any(i not in done for i in todo):
+            left = deadline - time.monotonic()
+            if left <= 0 or not worker.conn.poll(left):
+                raise WorkerError(f"the build worker gave no answer within {limit:g} s")
+            try:
+                _, i, compiled = worker.conn.recv()
+            except (EOFError, OSError):
+                raise WorkerError(f"the build worker died: {worker.death()}") from None
+            done[i] = compiled

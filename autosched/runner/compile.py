@@ -8,6 +8,7 @@ cache directory never see half-written files. Failures raise :class:`BuildError`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -18,10 +19,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..target import Target
+from .errors import InfrastructureError
 
 #: Link flags placed after the source file.
 LIBS = ("-lm", "-Wl,-z,nodelete")  # never unloaded: OpenMP threads may outlive a dlclose
@@ -38,8 +41,18 @@ class BuildError(RuntimeError):
     """A C source could not be built."""
 
 
-class CompilerNotFound(BuildError):
+class CompilerNotFound(BuildError, InfrastructureError):
     """The target's compiler is not installed (the message says what to install)."""
+
+
+class CacheUnusable(BuildError, InfrastructureError):
+    """The kernel cache directory cannot be created or written (read-only, full, no permission)."""
+
+    @classmethod
+    def at(cls, cache: Path, error: object) -> CacheUnusable:
+        """The error for directory ``cache``, saying what went wrong and what to do."""
+        fix = "set AUTOSCHED_CACHE to a writable directory with free space"
+        return cls(f"cannot write the kernel cache {cache}: {error}; {fix}")
 
 
 class CompileError(BuildError):
@@ -98,6 +111,24 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "autosched" / "kernels"
 
 
+_running: set[subprocess.Popen[str]] = set()  # compiler processes started by this process
+_running_lock = threading.Lock()
+
+#: what a compiler says when it cannot write its output (the machine's fault, not the program's)
+_CANNOT_WRITE = re.compile(
+    r"No space left on device|Read-only file system|cannot open output file|Disk quota"
+)
+
+
+def kill_running_compiles() -> None:
+    """SIGKILL every compiler this process has running, with its children (cc1, as, ld)."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _run(command: list[str], timeout: float) -> None:
     """Run a compiler command; kill its whole process group if it outlives ``timeout``."""
     try:
@@ -106,21 +137,35 @@ def _run(command: list[str], timeout: float) -> None:
         )
     except OSError as e:
         raise _not_found(command[0], f"cannot run ({e})") from None
+    with _running_lock:
+        _running.add(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         raise BuildTimeout(command, timeout) from None
+    finally:
+        with _running_lock:
+            _running.discard(proc)
     if proc.returncode != 0:
-        raise CompileError(command, err or out)
+        message = err or out
+        found = _CANNOT_WRITE.search(message)
+        if found:
+            raise CacheUnusable.at(Path(command[command.index("-o") + 1]).parent, found.group(0))
+        raise CompileError(command, message)
 
 
 def _write_atomic(path: Path, data: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def compile_shared(
@@ -142,10 +187,13 @@ def compile_shared(
     lib = cache / f"{key}.so"
     if lib.exists():
         return lib
-    cache.mkdir(parents=True, exist_ok=True)
     src = cache / f"{key}.c"
-    _write_atomic(src, source)
-    fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".so.tmp")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        _write_atomic(src, source)
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".so.tmp")
+    except OSError as e:
+        raise CacheUnusable.at(cache, e.strerror or e) from None
     os.close(fd)
     try:
         _run([cc, *flags, "-o", tmp, str(src), *LIBS], timeout)

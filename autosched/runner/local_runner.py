@@ -1,25 +1,18 @@
 """LocalRunner: check and time built candidates on this machine, in an isolated worker process.
 
-The worker (:mod:`autosched.runner.worker`) is a long-lived spawned process fed over a pipe. A
-kernel that segfaults, aborts or hangs kills or stalls only the worker: that candidate gets a
-``RUNTIME_ERROR`` (naming the signal) or a ``RUN_TIMEOUT``, and the next one gets a fresh worker.
-Timing happens in C (``Kernel.bench``); each candidate's first run is checked against the
-workload's reference on random inputs.
-
-Because the worker is started with the ``spawn`` method, a script that creates a LocalRunner must
-guard its entry point with ``if __name__ == "__main__":`` (as with any spawning pool).
+The worker (:mod:`autosched.runner.worker`) is a long-lived fresh interpreter fed over a socket
+(:class:`~autosched.runner.process.WorkerProcess`): it never imports the caller's main module, so
+scripts without a main guard and notebooks work. A kernel that segfaults, aborts or hangs kills or
+stalls only the worker: that candidate gets a ``RUNTIME_ERROR`` (naming the signal) or a
+``RUN_TIMEOUT``, and the next one gets a fresh worker. Timing happens in C (``Kernel.bench``);
+each candidate's first run is checked against the workload's reference on random inputs.
 """
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import signal
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
@@ -34,7 +27,8 @@ from .measure import (
     MeasureResult,
     Runner,
 )
-from .worker import KEEP_TASKS, serve
+from .process import WorkerProcess
+from .worker import KEEP_TASKS
 
 #: seconds a fresh worker may take to start (import numpy, cffi and autosched) before giving up
 START_TIMEOUT = 120.0
@@ -72,17 +66,15 @@ class LocalRunner(Closing):
         self.option = option
         self.seed = seed
         self._data: OrderedDict[str, _TaskData] = OrderedDict()
-        self._proc: BaseProcess | None = None
-        self._conn: Connection | None = None
+        self._worker: WorkerProcess | None = None
         self._served = 0  # candidates the current worker has measured
 
     def close(self) -> None:
         """Stop the worker (a later :meth:`run` starts a new one)."""
-        if self._conn is not None and self._proc is not None and self._proc.is_alive():
-            with contextlib.suppress(OSError):
-                self._conn.send(("stop",))
-            self._proc.join(5)
-        self._kill()
+        if self._worker is not None:
+            self._worker.stop()
+        self._worker = None
+        self._served = 0
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
         """Check and time each built candidate; one :class:`MeasureResult` per input, in order."""
@@ -145,69 +137,31 @@ class LocalRunner(Closing):
 
     def _ask(self, request: tuple[Any, ...], data: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
         """Send ``data`` (if any) and ``request`` to the worker; its answer, or an error tuple if it
-        hangs past the run timeout or dies."""
-        conn = self._connection()
+        hangs past the run timeout or dies. A worker that cannot start raises
+        :class:`~autosched.runner.process.WorkerError`."""
+        if self._worker is None or not self._worker.alive():
+            self.close()
+            self._worker = WorkerProcess("autosched.runner.worker", "measurement", START_TIMEOUT)
+        worker = self._worker
         try:
             if data is not None:
-                conn.send(data)
-            conn.send(request)
+                worker.send(data)
+            worker.send(request)
         except OSError:
-            return ("error", MeasureErrorNo.RUNTIME_ERROR, f"worker died: {self._death()}")
+            return self._died(worker)
         timeout = self.option.run_timeout
-        if not conn.poll(timeout):
-            self._kill()
+        if not worker.conn.poll(timeout):
+            worker.kill()
+            self._worker, self._served = None, 0
             return ("error", MeasureErrorNo.RUN_TIMEOUT, f"no result within {timeout:g} s; worker killed")
         try:
-            answer: tuple[Any, ...] = conn.recv()
+            answer: tuple[Any, ...] = worker.conn.recv()
         except (EOFError, OSError):
-            return ("error", MeasureErrorNo.RUNTIME_ERROR, f"worker died: {self._death()}")
+            return self._died(worker)
         return answer
 
-    def _death(self) -> str:
-        """How the worker ended (it has closed its pipe): ``SIGSEGV``, ``exit code 3``, ..."""
-        proc = self._proc
-        code = None
-        if proc is not None:
-            proc.join(5)
-            code = proc.exitcode
-        self._kill()
-        if code is None:
-            return "pipe closed"
-        if code < 0:
-            try:
-                return signal.Signals(-code).name
-            except ValueError:
-                return f"signal {-code}"
-        return f"exit code {code}"
-
-    def _connection(self) -> Connection:
-        """The pipe to a live worker, starting one if needed."""
-        if self._conn is not None and self._proc is not None and self._proc.is_alive():
-            return self._conn
-        self._kill()
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=serve, args=(child,), name="autosched-measure", daemon=True)
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-        if not parent.poll(START_TIMEOUT):
-            self._kill()
-            raise RuntimeError(f"the measurement worker did not start within {START_TIMEOUT:g} s")
-        try:
-            parent.recv()
-        except EOFError:
-            raise RuntimeError(f"the measurement worker failed to start: {self._death()}") from None
-        return parent
-
-    def _kill(self) -> None:
-        """SIGKILL the worker (if alive) and forget it."""
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join()
-            self._proc.close()
-        if self._conn is not None:
-            self._conn.close()
-        self._proc = self._conn = None
-        self._served = 0
+    def _died(self, worker: WorkerProcess) -> tuple[Any, ...]:
+        """The error answer for a worker that died on a candidate (a crash: the program's fault)."""
+        why = worker.death()
+        self._worker, self._served = None, 0
+        return ("error", MeasureErrorNo.RUNTIME_ERROR, f"worker died: {why}")

@@ -1,6 +1,7 @@
-"""The measurement worker: a spawned process that loads, checks and times kernels for LocalRunner.
+"""The measurement worker: a fresh interpreter that loads, checks and times kernels for LocalRunner.
 
-It knows no workloads: the parent sends arrays, library paths and argument specs over a pipe. The
+It is started by :class:`~autosched.runner.process.WorkerProcess` and knows no workloads: the
+parent sends arrays, library paths and argument specs over a socket. The
 protocol (each message a tuple, the first item its kind):
 
 - parent ``("data", key, inputs, expected)``: the random inputs of a task and the reference outputs
@@ -15,7 +16,6 @@ The worker answers ``("ready",)`` once it has started.
 
 from __future__ import annotations
 
-import signal
 from collections import OrderedDict
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
@@ -131,14 +131,13 @@ def _check(
 
 
 def serve(conn: Connection) -> None:
-    """The worker's main loop (the target of the spawned process)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the worker stops
+    """The worker's main loop."""
     held: OrderedDict[str, tuple[list[np.ndarray], list[np.ndarray] | None]] = OrderedDict()
     conn.send(("ready",))
     while True:
         try:
             message = conn.recv()
-        except EOFError:  # the parent is gone
+        except (EOFError, OSError):  # the parent is gone
             return
         kind = message[0]
         if kind == "stop":
