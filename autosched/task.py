@@ -42,6 +42,10 @@ class Task:
             wl = workload
         else:
             wl = get_workload(workload, tuple(args))
+        try:
+            wl.tensors()  # arguments that make no tensors (a negative size) fail here, not mid-run
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"workload {wl}: {e}") from None
         object.__setattr__(self, "workload", wl)
         object.__setattr__(self, "target", Target.parse(target))
 

@@ -22,7 +22,9 @@ Every error ends with one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 
 from ..records import NoRecordError
 from ..schedule import ScheduleError
@@ -55,15 +57,25 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM handler: stop like Ctrl-C, so that workers are stopped and the log is closed."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit status."""
     args = make_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args))
     except USER_ERRORS as err:
         message = str(err).strip().splitlines()
         print(f"autosched: error: {message[0] if message else type(err).__name__}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:
+        print(f"\nautosched: interrupted: {stop or 'stopped'}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -7,23 +7,52 @@
 Each measurement is appended to the log as soon as it is made (one flushed line, under a file
 lock), so a run killed at any moment loses nothing it had measured; running again with the same
 log resumes: programs already in the log are not measured again and count towards ``trials``.
+Records of ``UNKNOWN_ERROR`` (the machinery failed, not the program) are not counted: their
+programs are measured again. Runs sharing a log at the same time never measure one program twice
+(:mod:`autosched.search.shared_log`).
+
+A failure of the machinery itself (a worker that cannot start, a missing compiler, a cache that
+cannot be written) is retried once with fresh workers, then ends the run with an
+:class:`~autosched.runner.errors.InfrastructureError` naming the cause and the fix; so does a run
+whose first trials all fail with one and the same unexplained error.
 """
 
 from __future__ import annotations
 
+import numbers
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import records
 from ..runner.compile import compiler_version
-from ..runner.measure import Builder, MeasureInput, MeasureOption, MeasureResult, Runner
+from ..runner.errors import InfrastructureError
+from ..runner.measure import (
+    Builder,
+    BuildResult,
+    MeasureErrorNo,
+    MeasureInput,
+    MeasureOption,
+    MeasureResult,
+    Runner,
+)
 from ..task import Task
 from .progress import ProgressBar, TuneStats
+from .shared_log import SharedLog
 from .space import Candidate, make_space
 from .tuner import Callback, Tuner, make_tuner
+
+#: a run whose first this many trials all fail with one unexplained error stops
+FAIL_FAST = 8
+
+_T = TypeVar("_T")
+
+
+class TuningInterrupted(KeyboardInterrupt):
+    """Tuning was stopped by Ctrl-C or SIGTERM; the message says where the log is and how to resume."""
 
 
 @dataclass
@@ -61,8 +90,23 @@ class TuneResult:
         return out
 
 
+def _retried(part: object, call: Callable[[], _T]) -> _T:
+    """``call()``, once more after closing ``part`` (fresh workers) if the machinery failed."""
+    try:
+        return call()
+    except InfrastructureError:
+        close = getattr(part, "close", None)
+        if close is not None:
+            close()
+    return call()
+
+
 class _Measurer:
-    """Builds a batch, then runs its candidates one by one, logging each result at once."""
+    """Builds a batch, then runs its candidates one by one, logging each result at once.
+
+    With a shared log, a candidate that another run is measuring (or has logged) is skipped: its
+    result is ``None``. :meth:`foreign` hands over the records other runs added meanwhile.
+    """
 
     def __init__(
         self, task: Task, builder: Builder, runner: Runner, log: Path | None, stats: TuneStats
@@ -70,26 +114,111 @@ class _Measurer:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
         self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
+        self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
+        self.mine: set[str] = set()  # programs this run logged
+        self.measured = 0  # programs this run measured
+        self.theirs: list[records.Record] = []  # records of other runs, not yet handed to the tuner
+        self.first_errors: list[str] | None = []  # this run's first failures, while every trial fails
 
-    def __call__(self, candidates: list[Candidate]) -> list[MeasureResult]:
-        inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
-        t0 = time.monotonic()
-        emitted = getattr(self.builder, "emit_time", 0.0)
-        builds = self.builder.build(inputs)
-        t1 = time.monotonic()
-        # lowering and emitting are Python work, not compiling: count them apart where the builder says
-        self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
-        results = []
-        for inp, build in zip(inputs, builds, strict=True):
-            (res,) = self.runner.run([inp], [build])
-            results.append(res)
-            self.stats.add(res.error_no)
-            if self.log is not None:
-                records.append_records(
-                    self.log, [records.Record.from_measure(inp, res, self.compiler, inp.program)]
-                )
-        self.stats.run_time += time.monotonic() - t1
-        return results
+    def foreign(self) -> list[records.Record]:
+        """Records other runs logged since the last call (programs to count, not to measure)."""
+        if self.shared is not None:
+            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+        out, self.theirs = self.theirs, []
+        return out
+
+    def _claimed(self, candidates: list[Candidate]) -> list[str | None]:
+        """Each candidate's program key if this run may measure it, else None."""
+        if self.shared is None:
+            return [records.steps_key(c.steps) for c in candidates]
+        self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+        done = {r.program_key for r in self.theirs}
+        keys = [records.steps_key(c.steps) for c in candidates]
+        return [k if k not in done and self.shared.claim(k) else None for k in keys]
+
+    def __call__(self, candidates: list[Candidate]) -> list[MeasureResult | None]:
+        keys = self._claimed(candidates)
+        todo = [i for i, k in enumerate(keys) if k is not None]
+        inputs = [MeasureInput(self.task, candidates[i].steps, candidates[i].program) for i in todo]
+        out: list[MeasureResult | None] = [None] * len(candidates)
+        try:
+            t0 = time.monotonic()
+            emitted = getattr(self.builder, "emit_time", 0.0)
+            builds = _retried(self.builder, lambda: self.builder.build(inputs))
+            t1 = time.monotonic()
+            # lowering and emitting are Python work, not compiling: count them apart where the builder says
+            self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
+            for i, inp, build in zip(todo, inputs, builds, strict=True):
+                out[i] = res = self._run(inp, build)
+                key = keys[i]
+                assert key is not None
+                self.measured += 1
+                if self.log is not None:
+                    record = records.Record.from_measure(inp, res, self.compiler, inp.program)
+                    records.append_records(self.log, [record])
+                    self.mine.add(key)
+            self.stats.run_time += time.monotonic() - t1
+        finally:
+            if self.shared is not None:
+                for key in keys:
+                    if key is not None:
+                        self.shared.release(key)
+        return out
+
+    def _run(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
+        (res,) = _retried(self.runner, lambda: self.runner.run([inp], [build]))
+        self.stats.add(res.error_no)
+        self._fail_fast(res)
+        return res
+
+    def _fail_fast(self, res: MeasureResult) -> None:
+        """Stop a run whose first trials all fail with the same unexplained error."""
+        if self.first_errors is None:
+            return
+        if res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
+            self.first_errors = None
+            return
+        self.first_errors.append(res.error_msg)
+        if len(self.first_errors) >= FAIL_FAST and len(set(self.first_errors)) == 1:
+            raise InfrastructureError(
+                f"the first {FAIL_FAST} trials all failed with the same error, so the measuring "
+                f"machinery is likely broken: {res.error_msg}"
+            )
+
+    def close(self) -> None:
+        """Close the shared log (and with it every claim)."""
+        if self.shared is not None:
+            self.shared.close()
+
+
+class _Sync:
+    """Callback: after each batch, hand the tuner the records other runs logged meanwhile."""
+
+    def __init__(self, measurer: _Measurer, stats: TuneStats) -> None:
+        self.measurer, self.stats = measurer, stats
+
+    def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None:
+        theirs = self.measurer.foreign()
+        for r in theirs:
+            self.stats.add(r.error_no)
+        tuner.load_history(theirs)
+
+
+def _check_arguments(trials: object, log: Path | None) -> None:
+    """Reject bad arguments before any work is done."""
+    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
+        raise TypeError(f"trials must be an integer, got {trials!r}")
+    if trials < 1:
+        raise ValueError(f"trials must be at least 1, got {trials}")
+    if log is None:
+        return
+    folder = log.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot write the tuning log {log}: no directory {folder}")
+    if log.is_dir():
+        raise IsADirectoryError(f"the tuning log {log} is a directory")
+    if not os.access(log if log.exists() else folder, os.W_OK):
+        raise PermissionError(f"cannot write the tuning log {log}: permission denied")
 
 
 def tune(
@@ -119,14 +248,20 @@ def tune(
     from ..runner.builder import LocalBuilder
     from ..runner.local_runner import LocalRunner
 
-    if trials < 0:
-        raise ValueError(f"trials must be >= 0, got {trials}")
+    log_path = Path(log) if log is not None else None
+    _check_arguments(trials, log_path)
+    if task.target.cc is None:
+        raise ValueError(
+            f"cannot tune for {task.target.kind} targets yet: autosched builds and measures C "
+            f"targets only (no {task.target.kind} builder or runner); use a c target"
+        )
     start = time.monotonic()
     the_tuner = tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, make_space(task, space), seed)
-    log_path = Path(log) if log is not None else None
     history = []
     if log_path is not None and log_path.exists() and log_path.stat().st_size > 0:
         history = records.load_records(log_path, workload_key=task.workload.key, target=str(task.target))
+        # the machinery failed on these, not the program: measure them again
+        history = [r for r in history if r.error_no != MeasureErrorNo.UNKNOWN_ERROR]
     stats = TuneStats(task.flops())
     for r in history:
         stats.add(r.error_no)
@@ -137,19 +272,25 @@ def tune(
     own_runner = runner is None
     the_builder = builder or LocalBuilder(n_parallel=opt.n_parallel, timeout=opt.build_timeout)
     the_runner = runner or LocalRunner(opt)
-    hooks = list(callbacks)
+    measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
+    hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
     if progress:
         hooks.append(ProgressBar(trials, stats))
     try:
         the_tuner.tune(
             trials,
-            _Measurer(task, the_builder, the_runner, log_path, stats),
+            measurer,
             batch_size=batch_size or 2 * (task.target.cores or 1) + 2,
             early_stopping=early_stopping,
             timeout=timeout,
             callbacks=hooks,
         )
+    except KeyboardInterrupt as stop:
+        where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
+        again = ": run the same command again to resume" if log_path else ""
+        raise TuningInterrupted(f"tuning stopped{where}{again}") from stop
     finally:
+        measurer.close()
         for part, own in ((the_builder, own_builder), (the_runner, own_runner)):
             close = getattr(part, "close", None)
             if own and close is not None:
@@ -167,7 +308,7 @@ def tune(
         best_time_ms=best * 1e3 if best is not None else None,
         best_gflops=stats.flops / best / 1e9 if best else None,
         log=str(log_path) if log_path is not None else None,
-        new_trials=the_tuner.trials - resumed,
+        new_trials=measurer.measured,
         resumed_trials=resumed,
         wall_time_s=time.monotonic() - start,
         build_time_s=stats.build_time,

@@ -22,7 +22,8 @@ from ..schedule import ScheduleError
 from ..task import Task
 from .space import Candidate, TuningSpace
 
-Measure = Callable[[list[Candidate]], list[MeasureResult]]
+#: measures a batch: one result per candidate, None for a candidate measured elsewhere (another run)
+Measure = Callable[[list[Candidate]], Sequence[MeasureResult | None]]
 
 
 class Callback(Protocol):
@@ -123,10 +124,12 @@ class Tuner:
             if not candidates:
                 self.stop_reason = "search space exhausted"
                 return
-            results = measure(candidates)
-            self.update(candidates, results)
+            answers = measure(candidates)
+            pairs = [(c, r) for c, r in zip(candidates, answers, strict=True) if r is not None]
+            measured, results = [c for c, _ in pairs], [r for _, r in pairs]
+            self.update(measured, results)
             for callback in callbacks:
-                callback(self, candidates, results)
+                callback(self, measured, results)
 
     def _stop(self, n_trial: int, early_stopping: int | None, timeout: float | None, start: float) -> str:
         if self.trials >= n_trial:
