@@ -51,6 +51,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                  "pip install pyopencl pocl-binary-distribution"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
               "pip install cuda-bindings nvidia-cuda-nvrtc"),
+    "jupyter": (lambda: _imports("nbclient") and _imports("ipykernel"), "pip install nbclient ipykernel"),
     "sshd": (lambda: shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
              "apt-get install openssh-server"),
 }

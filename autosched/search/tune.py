@@ -157,6 +157,7 @@ class _Measurer:
                     record = records.Record.from_measure(inp, res, self.compiler, inp.program)
                     records.append_records(self.log, [record])
                     self.mine.add(key)
+                self._fail_fast(res)
             self.stats.run_time += time.monotonic() - t1
         finally:
             if self.shared is not None:
@@ -168,7 +169,6 @@ class _Measurer:
     def _run(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
         (res,) = _retried(self.runner, lambda: self.runner.run([inp], [build]))
         self.stats.add(res.error_no)
-        self._fail_fast(res)
         return res
 
     def _fail_fast(self, res: MeasureResult) -> None:
