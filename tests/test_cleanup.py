@@ -68,10 +68,30 @@ def _assert_nothing_left(pid: int, tmp_path: Path) -> None:
 
 
 def _start_tuning(tmp_path: Path, log: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "autosched", "tune", "matmul", "96", "96", "96", "--trials", "400",
-               "--log", str(log), "--quiet", "--seed", "0", "--repeat", "1", "--min-repeat-ms", "5"]
-    return subprocess.Popen(command, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "autosched",
+        "tune",
+        "matmul",
+        "96",
+        "96",
+        "96",
+        "--trials",
+        "400",
+        "--log",
+        str(log),
+        "--quiet",
+        "--seed",
+        "0",
+        "--repeat",
+        "1",
+        "--min-repeat-ms",
+        "5",
+    ]
+    return subprocess.Popen(
+        command, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _wait_for_lines(log: Path, proc: subprocess.Popen[str], lines: int) -> None:
@@ -111,8 +131,25 @@ def test_resuming_after_ctrl_c_measures_nothing_twice(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     before = len(load_records(log))
-    command = [sys.executable, "-m", "autosched", "tune", "matmul", "96", "96", "96", "--trials",
-               str(before + 3), "--log", str(log), "--quiet", "--seed", "0", "--repeat", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "autosched",
+        "tune",
+        "matmul",
+        "96",
+        "96",
+        "96",
+        "--trials",
+        str(before + 3),
+        "--log",
+        str(log),
+        "--quiet",
+        "--seed",
+        "0",
+        "--repeat",
+        "1",
+    ]
     subprocess.run(command, cwd=tmp_path, env=_env(tmp_path), check=True, capture_output=True, timeout=300)
     keys = [r.program_key for r in load_records(log)]
     assert len(keys) == before + 3 == len(set(keys))
@@ -139,8 +176,14 @@ def test_an_exception_in_the_callers_code_leaves_no_worker(tmp_path: Path) -> No
         print("children:", len(children))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "children: 0"
     assert not list((tmp_path / "tmp").iterdir())

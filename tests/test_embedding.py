@@ -46,7 +46,13 @@ def _python(args: list[str], cwd: Path, stdin: str | None = None, timeout: float
     """Run ``python ARGS`` in ``cwd`` (autosched importable from this checkout); its stdout."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=env
+        [sys.executable, *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -94,7 +100,9 @@ def test_a_real_jupyter_kernel_tunes(tmp_path: Path) -> None:
 
     setup = f"import sys; sys.path.insert(0, {str(REPO)!r})"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(SCRIPT)])
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = nb.cells[1].outputs
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert not [o for o in outputs if o.get("output_type") == "error"], outputs
@@ -152,32 +160,62 @@ def test_a_non_editable_install_works_from_another_directory(tmp_path: Path) -> 
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
-        check=True, timeout=600, capture_output=True,
+        check=True,
+        timeout=600,
+        capture_output=True,
     )
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
     (wheel,) = wheels.glob("autosched-*.whl")
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True, timeout=300, capture_output=True,
+        check=True,
+        timeout=300,
+        capture_output=True,
     )
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run(
         [str(python), "-c", "import autosched; print(autosched.__file__)"],
-        cwd=work, env=env, capture_output=True, text=True, check=True, timeout=60,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.strip()
     assert where.startswith(str(venv)), where
     (work / "tutorial.py").write_text(SCRIPT)
-    run = subprocess.run([str(python), "tutorial.py"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [str(python), "tutorial.py"], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr
     _assert_tuned(run.stdout, work / "user.jsonl")
     cli = subprocess.run(
-        [str(venv / "bin" / "autosched"), "tune", "relu", "64", "64", "--trials", "3", "--log", "r.jsonl",
-         "--json", "--quiet", "--target", "c -num-threads=1"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+        [
+            str(venv / "bin" / "autosched"),
+            "tune",
+            "relu",
+            "64",
+            "64",
+            "--trials",
+            "3",
+            "--log",
+            "r.jsonl",
+            "--json",
+            "--quiet",
+            "--target",
+            "c -num-threads=1",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["valid_trials"] == 3

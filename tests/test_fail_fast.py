@@ -26,9 +26,26 @@ def test_an_unwritable_kernel_cache_stops_the_run_at_once(tmp_path: Path) -> Non
     env = {**os.environ, "PYTHONPATH": str(REPO), "AUTOSCHED_CACHE": str(blocker / "cache")}
     log = tmp_path / "mm.jsonl"
     out = subprocess.run(
-        [sys.executable, "-m", "autosched", "tune", "matmul", "32", "32", "32", "--trials", "200", "--log",
-         str(log), "--quiet"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "autosched",
+            "tune",
+            "matmul",
+            "32",
+            "32",
+            "32",
+            "--trials",
+            "200",
+            "--log",
+            str(log),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -62,7 +79,9 @@ def broken_reference_copy(n: int) -> list[asc.Tensor]:
 def test_the_same_unexplained_error_on_every_first_trial_stops_the_run(tmp_path: Path) -> None:
     task = asc.Task("broken_reference_copy", (64,), target="c -num-threads=1")
     log = tmp_path / "b.jsonl"
-    with pytest.raises(InfrastructureError, match="the first 8 trials all failed with the same error.*broken"):
+    with pytest.raises(
+        InfrastructureError, match="the first 8 trials all failed with the same error.*broken"
+    ):
         asc.tune(task, trials=100, log=log, option=FAST, batch_size=4)
     records = asc.load_records(log)  # logged as UNKNOWN_ERROR: a later run measures them again
     assert len(records) == 8 and {r.error_no for r in records} == {asc.MeasureErrorNo.UNKNOWN_ERROR}
