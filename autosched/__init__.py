@@ -12,6 +12,13 @@ The names follow TVM's ``te`` where te has the same concept, so ``te.`` in a tut
 
 from __future__ import annotations
 
+import os as _os
+
+if _os.environ.get("AUTOSCHED_SHARE_CORES", "") not in ("", "0"):  # before numpy loads OpenBLAS
+    from .thread_pools import share_cores as _share_cores
+
+    _share_cores()
+
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
@@ -47,12 +54,14 @@ from .search import TuneResult, tune
 from .steps import Step, steps_from_json, steps_to_json
 from .target import Target, TargetError
 from .task import Task
+from .thread_pools import share_cores
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AutoschedWarning",
     "Schedule",
+    "share_cores",
     "ScheduleError",
     "Stage",
     "Step",
