@@ -8,10 +8,14 @@ The names follow TVM's ``te`` where te has the same concept, so ``te.`` in a tut
     ...
     s = asc.create_schedule(C.op)
     f = asc.build(s, [A, B, C], target="c")
+
+In an application, ``f = asc.compile(task)`` gives the best kernel tuned for this machine (from
+the tuning database, or logs put in scope with ``asc.apply_best``), else the default schedule.
 """
 
 from __future__ import annotations
 
+from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
@@ -40,7 +44,7 @@ from .expr import (
     tanh,
 )
 from .ops import Workload, get_workload, list_workloads, workload
-from .records import load_best, load_records
+from .records import load_records
 from .runner.measure import MeasureErrorNo, MeasureOption
 from .schedule import Schedule, ScheduleError, Stage, create_schedule, thread_axis
 from .search import TuneResult, tune
@@ -52,6 +56,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutoschedWarning",
+    "Database",
+    "NotTunedWarning",
     "Schedule",
     "ScheduleError",
     "Stage",
@@ -66,9 +72,11 @@ __all__ = [
     "__version__",
     "abs",
     "all",
+    "apply_best",
     "build",
     "cast",
     "ceil",
+    "compile",
     "compute",
     "const",
     "create_schedule",

@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .. import records
 from ..runner.compile import compiler_version
@@ -95,7 +95,7 @@ class _Measurer:
 def tune(
     task: Task,
     trials: int = 100,
-    log: str | Path | None = None,
+    log: str | Path | Literal[False] | None = None,
     tuner: str | Tuner = "random",
     space: str = "sketch",
     *,
@@ -114,7 +114,9 @@ def tune(
     ``tuner`` is a registered name (``random``, ``grid``) or a :class:`Tuner`; ``space`` is
     ``sketch`` (generated) or ``template`` (knobs). ``option`` sets timing and timeouts for the
     default :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`.
-    ``progress`` draws a progress bar on stderr.
+    ``progress`` draws a progress bar on stderr. ``log`` None (the default) records into the
+    tuning database (:class:`~autosched.database.Database`, this machine's log for the task's
+    target); ``log=False`` records nothing.
     """
     from ..runner.builder import LocalBuilder
     from ..runner.local_runner import LocalRunner
@@ -123,7 +125,11 @@ def tune(
         raise ValueError(f"trials must be >= 0, got {trials}")
     start = time.monotonic()
     the_tuner = tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, make_space(task, space), seed)
-    log_path = Path(log) if log is not None else None
+    if log is None:
+        from ..database import Database
+
+        log = Database().log_for(task, create=True)
+    log_path = Path(log) if log is not False else None
     history = []
     if log_path is not None and log_path.exists() and log_path.stat().st_size > 0:
         history = records.load_records(log_path, workload_key=task.workload.key, target=str(task.target))
