@@ -261,6 +261,13 @@ def test_apply_best_as_a_context_and_as_a_decorator(two_logs: tuple[asc.Task, Pa
     assert logs_in_scope() == []
 
 
+def test_apply_best_takes_a_database_or_its_directory(tuned: tuple[Path, asc.Task, list[Record]]) -> None:
+    path, task, _ = tuned
+    for scope in (asc.apply_best(path), asc.apply_best(str(path)), asc.apply_best(Database(path))):
+        with scope:
+            assert find_best(task, db=False).where == f"the database at {path}"
+
+
 @pytest.mark.requires("gcc")
 def test_apply_best_compiles_without_warning(two_logs: tuple[asc.Task, Path, Path]) -> None:
     task, a, _ = two_logs
@@ -399,6 +406,22 @@ def test_gc_distills_and_removes_junk(tmp_path: Path) -> None:
     assert real.freed > 0 and db.gc().freed == 0
 
 
+def test_gc_leaves_records_of_another_format_version_alone(tmp_path: Path) -> None:
+    db = Database(tmp_path / "db")
+    log = db.log_for(TARGET, create=True)
+    append_records(log, [fake_record("w", i) for i in range(3)])
+    newer = json.dumps({**fake_record("w", 9).to_json(), "v": 99}) + "\n"
+    with open(log, "a") as f:
+        f.write(newer)
+    only_newer = log.parent / "newer.jsonl"
+    only_newer.write_text(newer)
+    before = log.read_bytes()
+    with quiet():
+        report = db.gc()
+    assert {(a.path.name, a.action) for a in report.actions} == {(log.name, "kept"), ("newer.jsonl", "kept")}
+    assert log.read_bytes() == before and only_newer.read_text() == newer
+
+
 # ---------------------------------------------------------------------------------------------
 # The autosched db commands
 
@@ -456,6 +479,7 @@ def test_db_cli_gc(tmp_path: Path) -> None:
         (["best", "--db", "{tmp}"], "no records of any workload"),
         (["export", "--db", "{tmp}", "--workload", "nope", "--out", "{tmp}/k"], "no records of nope"),
         (["gc", "--db", "{tmp}/file"], "not a directory"),
+        (["best", "--db", "{tmp}", "--machine", "../x"], "no machine '../x'"),
     ],
 )
 def test_db_cli_bad_input_is_one_line(

@@ -121,6 +121,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _select(args: argparse.Namespace, db: Database) -> list[tuple[_Log, Summary]]:
     """The (log, summary) pairs that ``--workload``, ``--target`` and ``--machine`` select."""
+    if args.machine is not None and args.machine not in db.machines():
+        known = ", ".join(db.machines()) or "none"
+        raise ValueError(f"no machine {args.machine!r} in the tuning database {db.path}; it has: {known}")
     targets = None if args.target is None else {args.target, str(Target.parse(args.target))}
     chosen = [
         (lg, s) for lg in _read(db, args.machine) for s in lg.summaries if _matches(s, args.workload, targets)

@@ -41,7 +41,7 @@ from .store import Database, workload_targets
 
 __all__ = ["ApplyBest", "Found", "NotTunedWarning", "apply_best", "compile", "find_best", "load_best"]
 
-#: a log: a path, records, or a database
+#: a log: a path, records, or a database (a Database, or the path of a directory)
 LogLike = str | os.PathLike[str] | Iterable[records.Record] | Database
 _Source = Path | tuple[records.Record, ...] | Database
 DbLike = Database | str | os.PathLike[str] | Literal[False] | None
@@ -61,7 +61,7 @@ def _source(log: LogLike) -> _Source:
     if isinstance(log, Database):
         return log
     if isinstance(log, (str, os.PathLike)):
-        return Path(log)
+        return Database(log) if os.path.isdir(log) else Path(log)
     if isinstance(log, Task):
         raise TypeError("apply_best takes logs (paths, records or a Database), not a Task")
     return tuple(log)

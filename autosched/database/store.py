@@ -39,6 +39,8 @@ MACHINE_FILE = "machine.json"
 LOG_SUFFIX = ".jsonl"
 #: temporary files of interrupted atomic rewrites older than this many seconds are removed by gc
 STALE_TMP_SECONDS = 3600.0
+#: how records_io says a line is a record of another format version
+_OTHER_VERSION = "unsupported record format version"
 
 
 def default_path() -> Path:
@@ -225,18 +227,20 @@ def workload_targets(path: Path, workload_key: str) -> list[tuple[str, bool]]:
     return found.items
 
 
-def _count_records(path: Path) -> int:
+def _count_records(path: Path) -> tuple[int, bool]:
+    """How many lines of the log are records, and whether some line is a record of another format
+    version (written by another autosched: gc leaves such a log alone)."""
     with open_log(path) as (f, size):
         found = scan(f, size, lambda d, _: None)
-    return len(found.items)
+    return len(found.items), any(_OTHER_VERSION in why for _, why in found.bad)
 
 
 def _remove_if_empty(path: Path, dry_run: bool) -> str | None:
-    """Remove the log at ``path`` if no line of it is a record, checked and done under its exclusive
-    lock (so no append is lost); why it was (or would be) removed, or None."""
+    """Remove the log at ``path`` if no line of it is a record (of any format version), checked
+    and done under its exclusive lock (so no append is lost); why it was (or would be) removed."""
     with open_log(path, exclusive=True) as (f, size):
         found = scan(f, size, lambda d, _: None)
-        if found.items or found.others:
+        if found.items or found.others or any(_OTHER_VERSION in why for _, why in found.bad):
             return None
         if not dry_run:
             os.unlink(path)
@@ -248,7 +252,9 @@ def _gc_log(path: Path, dry_run: bool) -> GcAction:
     why = _remove_if_empty(path, dry_run)
     if why is not None:
         return GcAction(path, "removed", why, before, 0)
-    count = _count_records(path)
+    count, other_version = _count_records(path)
+    if other_version:
+        return GcAction(path, "kept", "holds records of another format version", before, before, count, count)
     if dry_run:
         with tempfile.TemporaryDirectory(prefix="autosched-gc-") as tmp:
             out = Path(tmp) / path.name
