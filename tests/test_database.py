@@ -1,51 +1,28 @@
-"""The tuning database: where it lives, tune/load_best/compile through it, machines kept apart,
-apply_best scopes, concurrent appends, gc, and the ``autosched db`` commands."""
+"""The tuning database: where it lives, tune/load_best/compile through it, machines and targets
+kept apart, apply_best scopes, concurrent appends from threads and processes."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
+from database_helpers import OTHER_MACHINE, TARGET, check, fake_record, foreign_db, quiet
 
 import autosched as asc
-from autosched.cli import main
 from autosched.database import Database, NotTunedWarning, find_best, fingerprint_for, target_slug
 from autosched.database.apply import logs_in_scope
 from autosched.records import NoRecordError, Record, append_records, load_records
-from autosched.runner.measure import MeasureErrorNo, MeasureOption
+from autosched.runner.measure import MeasureOption
 
-TARGET = "c -num-threads=1"
 FAST = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=10.0)
-OTHER_MACHINE = "x86_64-000000000000"
-
-
-def check(task: asc.Task, kernel: asc.runner.Kernel) -> None:
-    """``kernel`` computes ``task``'s workload (compared with its numpy reference)."""
-    inputs = task.workload.random_inputs(1)
-    outputs = [np.zeros(t.shape, t.dtype) for t in task.workload.outputs]
-    kernel(*inputs, *outputs)
-    for got, want in zip(outputs, task.workload.reference(*inputs), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """A context in which any warning fails the test."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        yield
 
 
 @pytest.fixture
@@ -171,24 +148,12 @@ def test_compile_with_nothing_tuned_warns_once_and_builds_the_default(
 # ---------------------------------------------------------------------------------------------
 # Records of other machines and targets are never applied
 
-
-def _foreign_db(root: Path, task: asc.Task, records: list[Record]) -> Path:
-    """A database whose only log is ``task``'s records (same target string) from another CPU."""
-    folder = root / OTHER_MACHINE
-    folder.mkdir(parents=True)
-    machine = {"fingerprint": OTHER_MACHINE, "kind": "host", "arch": "x86_64", "cpu": "Other CPU",
-               "isa": ["avx512f"], "vector_bytes": 64}  # fmt: skip
-    (folder / "machine.json").write_text(json.dumps(machine))
-    append_records(folder / f"{target_slug(task.target)}.jsonl", records)
-    return root
-
-
 @pytest.mark.requires("gcc")
 def test_records_of_another_machine_are_not_applied(
     tuned: tuple[Path, asc.Task, list[Record]], tmp_path: Path
 ) -> None:
     _, task, records = tuned
-    db = Database(_foreign_db(tmp_path / "db", task, records))
+    db = Database(foreign_db(tmp_path / "db", task, records))
     assert db.best(task) is None and find_best(task, db=db).record is None
     assert db.elsewhere(task) == {(OTHER_MACHINE, str(task.target)): [4, sum(r.ok for r in records)]}
     with pytest.warns(NotTunedWarning, match=f"never used here.*machine {OTHER_MACHINE}"):
@@ -308,7 +273,7 @@ import sys, threading
 from autosched.database import Database
 from autosched.records import append_records
 sys.path.insert(0, {tests!r})
-from test_database import fake_record
+from database_helpers import fake_record
 log = Database({db!r}).log_for({target!r}, create=True)
 def run(name):
     for i in range({count}):
@@ -317,26 +282,6 @@ threads = [threading.Thread(target=run, args=(f"p{{sys.argv[1]}}t{{k}}",)) for k
 for t in threads: t.start()
 for t in threads: t.join()
 """
-
-
-def fake_record(writer: str, i: int) -> Record:
-    """A made-up record, ``writer`` and ``i`` in its program, its steps long enough to need
-    several pages per write when many are appended together."""
-    from autosched.steps import SplitStep
-
-    return Record(
-        workload=("wl", (1,)),
-        workload_key="wl(1)#0",
-        target=str(asc.Target.parse(TARGET)),
-        compiler="gcc",
-        steps=tuple(SplitStep(f"S{writer}", "i", k + 1, None) for k in range(20)),
-        costs=(1e-3 + i * 1e-6,),
-        error_no=MeasureErrorNo.NO_ERROR,
-        error_msg="",
-        all_cost=0.1,
-        timestamp=time.time(),
-        program={"writer": writer, "i": i},
-    )
 
 
 def test_threads_and_processes_share_one_database(tmp_path: Path) -> None:
@@ -366,126 +311,3 @@ def test_threads_and_processes_share_one_database(tmp_path: Path) -> None:
         assert r.program is not None and all(s.stage == f"S{r.program['writer']}" for s in r.steps)
         writers.setdefault(r.program["writer"], []).append(r.program["i"])
     assert len(writers) == 9 and all(seq == list(range(count)) for seq in writers.values())
-
-
-# ---------------------------------------------------------------------------------------------
-# gc
-
-
-def _gc_db(root: Path) -> tuple[Database, Path]:
-    db = Database(root)
-    log = db.log_for(TARGET, create=True)
-    failed = dataclasses.replace(fake_record("x", 0), error_no=MeasureErrorNo.COMPILE_ERROR)
-    append_records(log, [fake_record("w", i) for i in range(5)] + [failed])
-    append_records(log, [dataclasses.replace(fake_record("v", i), workload_key="v(1)#0") for i in range(3)])
-    folder = log.parent
-    (folder / "empty.jsonl").write_text("")
-    (folder / "garbage.jsonl").write_text("this is not a log\n")
-    append_records(folder / "failed.jsonl", [failed])
-    stale = folder / ".x.jsonl.1.ab.tmp"
-    stale.write_text("half")
-    os.utime(stale, (time.time() - 7200, time.time() - 7200))
-    return db, log
-
-
-def test_gc_distills_and_removes_junk(tmp_path: Path) -> None:
-    db, log = _gc_db(tmp_path / "db")
-    files = sorted(p.name for p in log.parent.iterdir())
-    report = db.gc(dry_run=True)
-    assert sorted(p.name for p in log.parent.iterdir()) == files and len(load_records(log)) == 9
-    actions = {a.path.name: a.action for a in report.actions}
-    assert actions == {log.name: "distilled", "empty.jsonl": "removed", "garbage.jsonl": "removed",
-                       "failed.jsonl": "removed", ".x.jsonl.1.ab.tmp": "removed"}  # fmt: skip
-    real = db.gc()
-    assert [(a.path.name, a.action, a.freed) for a in real.actions] == [
-        (a.path.name, a.action, a.freed) for a in report.actions
-    ]
-    assert sorted(p.name for p in log.parent.iterdir()) == sorted([log.name, "machine.json"])
-    kept = load_records(log)
-    assert [(r.workload_key, r.program["i"]) for r in kept if r.program] == [("wl(1)#0", 0), ("v(1)#0", 0)]
-    assert real.freed > 0 and db.gc().freed == 0
-
-
-def test_gc_leaves_records_of_another_format_version_alone(tmp_path: Path) -> None:
-    db = Database(tmp_path / "db")
-    log = db.log_for(TARGET, create=True)
-    append_records(log, [fake_record("w", i) for i in range(3)])
-    newer = json.dumps({**fake_record("w", 9).to_json(), "v": 99}) + "\n"
-    with open(log, "a") as f:
-        f.write(newer)
-    only_newer = log.parent / "newer.jsonl"
-    only_newer.write_text(newer)
-    before = log.read_bytes()
-    with quiet():
-        report = db.gc()
-    assert {(a.path.name, a.action) for a in report.actions} == {(log.name, "kept"), ("newer.jsonl", "kept")}
-    assert log.read_bytes() == before and only_newer.read_text() == newer
-
-
-# ---------------------------------------------------------------------------------------------
-# The autosched db commands
-
-
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autosched", "db", *argv], capture_output=True, text=True, timeout=120
-    )
-
-
-def test_db_cli_list_best_export(tuned: tuple[Path, asc.Task, list[Record]], tmp_path: Path) -> None:
-    path, task, _ = tuned
-    db = tmp_path / "db"
-    _foreign_db(db, task, load_records(Database(path).log_for(task)))
-    log = Database(db).log_for(task, create=True)
-    append_records(log, load_records(Database(path).log_for(task)))
-    evil = dataclasses.replace(fake_record("e", 0), workload=("evil\x1b[2J", (1,)), workload_key="evil\x1b#0")
-    append_records(log, [evil])
-
-    out = _cli("list", "--db", str(db))
-    assert out.returncode == 0, out.stderr
-    here = fingerprint_for(task.target)
-    assert f"machine {here} (this machine)" in out.stdout
-    assert f"machine {OTHER_MACHINE}: Other CPU" in out.stdout
-    assert "matmul(8,8,8,'float32',False): 4 records" in out.stdout and str(task.target) in out.stdout
-    assert "\x1b" not in out.stdout and "evil\\x1b: 1 record," in out.stdout
-    listed = json.loads(_cli("list", "--db", str(db), "--json").stdout)
-    assert {m["fingerprint"] for m in listed["machines"]} == {here, OTHER_MACHINE}
-
-    best = json.loads(_cli("best", "--db", str(db), "--workload", "matmul", "--json").stdout)
-    assert sorted(b["machine"] for b in best) == sorted([here, OTHER_MACHINE])
-    assert all(b["trials"] == 4 and b["target"] == str(task.target) for b in best)
-
-    out = _cli("export", "--db", str(db), "--workload", "matmul", "8", "--out", str(tmp_path / "k"))
-    assert out.returncode == 0, out.stderr
-    assert f"when tuned on {here}" in out.stdout  # this machine's records win over the other's
-    assert {"kernel.c", "kernel.h", "main.c", "Makefile"} <= {p.name for p in (tmp_path / "k").iterdir()}
-
-
-def test_db_cli_gc(tmp_path: Path) -> None:
-    db, log = _gc_db(tmp_path / "db")
-    before = log.read_bytes()
-    out = _cli("gc", "--db", str(db.path), "--dry-run")
-    assert out.returncode == 0, out.stderr
-    assert "would distill" in out.stdout and "would remove" in out.stdout and log.read_bytes() == before
-    out = _cli("gc", "--db", str(db.path))
-    assert out.returncode == 0 and "gc freed" in out.stdout and "4 files removed" in out.stdout
-    assert len(load_records(log)) == 2
-
-
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["list", "--db", "{tmp}/missing"], "no tuning database"),
-        (["best", "--db", "{tmp}"], "no records of any workload"),
-        (["export", "--db", "{tmp}", "--workload", "nope", "--out", "{tmp}/k"], "no records of nope"),
-        (["gc", "--db", "{tmp}/file"], "not a directory"),
-        (["best", "--db", "{tmp}", "--machine", "../x"], "no machine '../x'"),
-    ],
-)
-def test_db_cli_bad_input_is_one_line(
-    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "file").write_text("x")
-    code = main(["db", *(a.format(tmp=tmp_path) for a in argv)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and err[0].startswith("autosched: error: ") and message in err[0]
