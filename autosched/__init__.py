@@ -8,6 +8,9 @@ The names follow TVM's ``te`` where te has the same concept, so ``te.`` in a tut
     ...
     s = asc.create_schedule(C.op)
     f = asc.build(s, [A, B, C], target="c")
+
+In an application, ``f = asc.compile(task)`` gives the best kernel tuned for this machine (from
+the tuning database, or logs put in scope with ``asc.apply_best``), else the default schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ if _os.environ.get("AUTOSCHED_SHARE_CORES", "") not in ("", "0"):  # before nump
 
     _share_cores()
 
+from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
@@ -47,7 +51,7 @@ from .expr import (
     tanh,
 )
 from .ops import Workload, get_workload, list_workloads, workload
-from .records import load_best, load_records
+from .records import load_records
 from .runner.measure import MeasureErrorNo, MeasureOption
 from .schedule import Schedule, ScheduleError, Stage, create_schedule, thread_axis
 from .search import TuneResult, tune
@@ -60,6 +64,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutoschedWarning",
+    "Database",
+    "NotTunedWarning",
     "Schedule",
     "share_cores",
     "ScheduleError",
@@ -75,9 +81,11 @@ __all__ = [
     "__version__",
     "abs",
     "all",
+    "apply_best",
     "build",
     "cast",
     "ceil",
+    "compile",
     "compute",
     "const",
     "create_schedule",

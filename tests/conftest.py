@@ -1,4 +1,4 @@
-"""Shared test set-up: capability markers and an isolated kernel cache.
+"""Shared test set-up: capability markers, an isolated kernel cache and tuning database.
 
 Mark a test that needs a tool with ``@pytest.mark.requires("clang")`` (several names allowed); it
 is skipped, with the missing tool named, where the tool is absent. Known tools: see ``PROBES``.
@@ -78,4 +78,13 @@ def _isolated_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     """Point ``AUTOSCHED_CACHE`` at a per-session directory so tests never touch ~/.cache."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("AUTOSCHED_CACHE", str(tmp_path_factory.mktemp("kernel-cache")))
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_tuning_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point ``AUTOSCHED_DB`` at a per-session directory so no test (nor the subprocesses it
+    starts) reads or writes the user's tuning database."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOSCHED_DB", str(tmp_path_factory.mktemp("tuning-db")))
         yield

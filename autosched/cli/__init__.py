@@ -6,7 +6,7 @@
                                            numpy reference and time both side by side
     autosched space WORKLOAD ARGS... [--sample N]
                                            list the generated sketches, print sampled programs
-    autosched tune WORKLOAD ARGS... [--target T] [--trials N] [--log FILE] [--tuner NAME]
+    autosched tune WORKLOAD ARGS... [--target T] [--trials N] [--log FILE | --db DIR] [--tuner NAME]
                    [--space sketch|template] [--seed S] [--json]
                                            tune: measure programs, log every trial, resume
     autosched best LOG [--workload W ARGS...] [--target T] [--json]
@@ -14,6 +14,9 @@
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
                                            the best program as kernel.c/.h, main.c and a Makefile
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
+    autosched db list|best|export|gc [--db DIR]
+                                           the tuning database: what it holds, its best programs,
+                                           a kernel exported from it, distilling it
 
 Each subcommand lives in a module of this package with a ``register(subparsers)`` function.
 Every error ends with one line on stderr and exit status 2, never a traceback.
@@ -29,10 +32,10 @@ import threading
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, logs, tune
+from . import basic, db, logs, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, logs)
+COMMANDS = (basic, tune, logs, db)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (

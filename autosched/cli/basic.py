@@ -15,12 +15,8 @@ import numpy as np
 
 from ..driver import build
 from ..ops import Workload, get_workload, list_workloads
-from ..ops.schedules import conv2d_nchw_cpu, matmul_cpu
-from ..schedule import Schedule, create_schedule
+from ..ops.schedules import default_schedule
 from ..target import Target
-
-#: hand-written schedules by workload name; other workloads use the default schedule
-SCHEDULES: dict[str, Callable[..., Schedule]] = {"matmul": matmul_cpu, "conv2d_nchw": conv2d_nchw_cpu}
 
 #: numpy itself (BLAS, in the workload's dtype) where it has the operation; otherwise the reference
 NUMPY: dict[str, Callable[[Workload], Callable[..., object]]] = {
@@ -44,14 +40,6 @@ def cmd_ops(args: argparse.Namespace) -> int:
         if info.doc:
             print(f"    {info.doc}")
     return 0
-
-
-def _schedule(wl: Workload, target: Target) -> tuple[Schedule, str]:
-    tensors = wl.tensors()
-    make = SCHEDULES.get(wl.name)
-    if make is not None and not (wl.name == "matmul" and wl.args[4]):
-        return make(tensors, target), f"autosched.ops.schedules.{make.__name__}"
-    return create_schedule(wl.outputs), "default schedule"
 
 
 def _blas_threads(n: int) -> contextlib.AbstractContextManager[object]:
@@ -91,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         record = best_record(args.log, task)
         sched, how = task.schedule(record.steps), f"best program in {args.log}"
     else:
-        sched, how = _schedule(wl, target)
+        sched, how = default_schedule(wl, target)
     kernel = build(sched, wl.tensors(), target)
     inputs = wl.random_inputs(0)
     outputs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]

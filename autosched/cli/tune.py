@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 
+from ..database import Database
 from ..runner.measure import MeasureOption
 from ..search import SPACES, TUNERS, tune
 from ..task import Task
 from .basic import parse_value
-
-DEFAULT_LOG = "autosched.jsonl"
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -23,12 +23,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         build_timeout=args.build_timeout,
         run_timeout=args.run_timeout,
     )
+    log = args.log or Database(args.db).log_for(task, create=True)
     if not args.json:
-        print(f"tuning {task}\n  space {args.space}, tuner {args.tuner}, log {args.log}", flush=True)
+        print(f"tuning {task}\n  space {args.space}, tuner {args.tuner}, log {log}", flush=True)
     result = tune(
         task,
         trials=args.trials,
-        log=args.log,
+        log=log,
         tuner=args.tuner,
         space=args.space,
         seed=args.seed,
@@ -54,7 +55,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
         f"run {result.run_time_s:.1f} s, everything else {100 * result.overhead_share:.0f}%)"
     )
-    print(f"  log    : {result.log}  (autosched best {result.log}; autosched export {result.log} --out DIR)")
+    if args.log:
+        hint = f"autosched best {result.log}; autosched export {result.log} --out DIR"
+    else:
+        db = f" --db {shlex.quote(args.db)}" if args.db else ""
+        hint = f"in the tuning database: autosched db best{db}"
+    print(f"  log    : {result.log}  ({hint})")
     return 0
 
 
@@ -67,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trials", type=int, default=64, help="measurements in all, earlier ones in the log count"
     )
-    p.add_argument("--log", default=DEFAULT_LOG, help=f"JSON-lines tuning log (default {DEFAULT_LOG})")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--log", help="JSON-lines tuning log (default: the task's log in the tuning database)")
+    where.add_argument("--db", metavar="DIR", help="tuning database (default: $AUTOSCHED_DB or ~/.cache)")
     p.add_argument("--tuner", default="random", choices=sorted(TUNERS))
     p.add_argument("--space", default="sketch", choices=sorted(SPACES))
     p.add_argument("--seed", type=int, default=None)

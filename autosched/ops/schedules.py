@@ -7,10 +7,13 @@ vector width and register count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..emit_c.vector import chunks_of
 from ..expr import Tensor
 from ..schedule import Schedule, create_schedule
 from ..target import Target
+from .registry import Workload
 
 
 def _vector_regs(target: Target) -> int:
@@ -87,3 +90,20 @@ def conv2d_nchw_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedu
         pad = s.stages["pad"].op.output(0)
         s[pad].vectorize(s[pad].op.axis[-1])
     return s
+
+
+#: hand-written schedules by workload name; other workloads get the naive schedule
+SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
+    "matmul": matmul_cpu,
+    "conv2d_nchw": conv2d_nchw_cpu,
+}
+
+
+def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule, str]:
+    """The schedule ``wl`` gets before any tuning, and its name: the hand-written schedule of
+    :data:`SCHEDULES` where there is one (not for a matmul with B transposed), else the naive
+    schedule (``create_schedule`` with no steps, called ``"default schedule"``)."""
+    make = SCHEDULES.get(wl.name)
+    if make is not None and not (wl.name == "matmul" and wl.args[4]):
+        return make(wl.tensors(), Target.parse(target)), f"autosched.ops.schedules.{make.__name__}"
+    return create_schedule(wl.outputs), "default schedule"

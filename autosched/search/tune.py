@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from .. import records
 from ..runner.compile import compiler_version
@@ -224,7 +224,7 @@ def _check_arguments(trials: object, log: Path | None) -> None:
 def tune(
     task: Task,
     trials: int = 100,
-    log: str | Path | None = None,
+    log: str | Path | Literal[False] | None = None,
     tuner: str | Tuner = "random",
     space: str = "sketch",
     *,
@@ -243,13 +243,19 @@ def tune(
     ``tuner`` is a registered name (``random``, ``grid``) or a :class:`Tuner`; ``space`` is
     ``sketch`` (generated) or ``template`` (knobs). ``option`` sets timing and timeouts for the
     default :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`.
-    ``progress`` draws a progress bar on stderr.
+    ``progress`` draws a progress bar on stderr. ``log`` None (the default) records into the
+    tuning database (:class:`~autosched.database.Database`, this machine's log for the task's
+    target); ``log=False`` records nothing.
     """
     from ..runner.builder import LocalBuilder
     from ..runner.local_runner import LocalRunner
 
-    log_path = Path(log) if log is not None else None
-    _check_arguments(trials, log_path)
+    _check_arguments(trials, Path(log) if log is not None and log is not False else None)
+    if log is None:
+        from ..database import Database
+
+        log = Database().log_for(task, create=True)
+    log_path = Path(log) if log is not False else None
     if task.target.cc is None:
         raise ValueError(
             f"cannot tune for {task.target.kind} targets yet: autosched builds and measures C "
