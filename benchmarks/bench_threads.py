@@ -62,11 +62,20 @@ def _kernel(num_threads: int):  # type: ignore[no-untyped-def]
     return asc.build(s, [A, B, C], target=f"c -num-threads={num_threads}")
 
 
-def _child(calls: int) -> dict[str, float]:
-    """One configuration's figures (runs in a fresh process)."""
+def _in_threads(fn, arg_lists):  # type: ignore[no-untyped-def]
+    """Call ``fn`` once per argument list, each call in its own thread, and wait for all."""
     import threading
 
-    import autosched  # noqa: F401  (first: with AUTOSCHED_SHARE_CORES=1 it configures the pools)
+    threads = [threading.Thread(target=fn, args=args) for args in arg_lists]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _child(calls: int) -> dict[str, float]:
+    """One configuration's figures (runs in a fresh process)."""
+    import autosched  # noqa: F401, I001  (before numpy: AUTOSCHED_SHARE_CORES=1 configures the pools)
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -89,8 +98,7 @@ def _child(calls: int) -> dict[str, float]:
     row, pair = [], []
     for _ in range(max(5, calls // 5)):
         row.append(seconds(lambda: (f1(a, b, c), f1(a, b, c3))))
-        threads = [threading.Thread(target=f1, args=(a, b, out_)) for out_ in (c, c3)]
-        pair.append(seconds(lambda: ([t.start() for t in threads], [t.join() for t in threads])))
+        pair.append(seconds(lambda: _in_threads(f1, [(a, b, c), (a, b, c3)])))
     out["two_in_a_row_ms"], out["two_threads_ms"] = 1e3 * median(row), 1e3 * median(pair)
     # 2. alone, then interleaved call by call
     for fn in (f1, f2):
@@ -112,7 +120,9 @@ def _child(calls: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per configuration")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
