@@ -101,11 +101,12 @@ def test_tune_without_a_log_records_into_the_database(tuned: tuple[Path, asc.Tas
 
 
 @pytest.mark.requires("gcc")
+@pytest.mark.requires("gcc")
 def test_tune_log_false_records_nothing(db_env: Path) -> None:
     task = asc.Task("relu", (4, 5), target=TARGET)
-    assert asc.tune(task, trials=0, log=False).log is None
+    assert asc.tune(task, trials=1, log=False).log is None
     assert not db_env.exists()
-    assert asc.tune(task, trials=0).log == str(Database().log_for(task))
+    assert asc.tune(task, trials=1).log == str(Database().log_for(task))
 
 
 @pytest.mark.requires("gcc")
