@@ -169,24 +169,24 @@ def _target_problem(spec: str) -> str | None:
     try:
         tokens = shlex.split(spec)
     except ValueError as err:
-        return f"cannot read target {spec!r}: {err}"
+        return f"cannot read target '{spec}': {err}"
     if not tokens or tokens[0] not in target_kinds():
-        return f"unknown target kind in {spec!r}"
+        return f"unknown target kind in '{spec}'"
     accepted, seen = kind_options(tokens[0]), set()
     for token in tokens[1:]:
         m = re.fullmatch(r"-([a-z0-9-]+)=(.*)", token, re.DOTALL)
         if m is None or m.group(1) not in accepted or m.group(1) in seen:
-            return f"option {token!r} is not allowed in target {spec!r}"
+            return f"option '{token}' is not allowed in target '{spec}'"
         name = m.group(1)
         seen.add(name)
         try:
             value = OPTIONS[name].parse(m.group(2))
         except ValueError as err:
-            return f"bad value in option {token!r} of target {spec!r}: {err}"
+            return f"bad value in option '{token}' of target '{spec}': {err}"
         check = _LOG_VALUES.get(name)
         why = check(value) if check is not None else None
         if why is not None:
-            return f"option {token!r} of target {spec!r}: {why}"
+            return f"option '{token}' of target '{spec}': {why}"
     return None
 
 
@@ -271,7 +271,7 @@ def _workload_problem(value: Any, key: str) -> tuple[tuple[str, tuple[Any, ...]]
     except Exception as err:  # the workload function itself rejects the arguments
         return workload, f"workload {name}{list(args)} cannot be built: {type(err).__name__}: {err}"
     if real != key:
-        return workload, f"workload key {key!r} is not the key of its arguments: {real!r}"
+        return workload, f"workload key {key} is not the key of its arguments: {real}"
     return workload, None
 
 

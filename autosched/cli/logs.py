@@ -107,7 +107,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise ValueError(f"no valid record of {s.workload} in {args.log}: all {len(s.records)} trials failed")
     cc = _user_cc(args.target)
     Workload.from_json(s.records[0].workload)  # registered here? (else one error, not one per program)
-    logged_target(s.target, cc)  # a target a log may name? (runs at most this machine's compiler)
+    target, _ = logged_target(s.target, cc)  # one a log may name? (runs at most this machine's compiler)
+    if target.kind != "c":
+        raise ValueError(f"export writes C kernels, but {s.workload} was tuned for a {target.kind} target")
     files: dict[str, str] = {}
 
     def exports(record: Record) -> str | None:
