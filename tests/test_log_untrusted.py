@@ -574,6 +574,7 @@ def _mutate(data: st.DataObject, obj: Any) -> None:
         container[key] = data.draw(NASTY)
 
 
+@pytest.mark.requires("gcc")  # the configured compiler may run (compiler --version, export builds)
 @settings(
     max_examples=FUZZ_EXAMPLES,
     deadline=None,
