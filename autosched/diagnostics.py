@@ -24,19 +24,20 @@ class AutoschedWarning(UserWarning):
 
 def printable(text: object, limit: int = 200) -> str:
     """``text`` made safe for a terminal: control characters (escape codes, newlines, carriage
-    returns, bidi overrides) become ``\\x..``/``\\u....`` escapes; longer than ``limit`` characters
-    is cut with ``...``."""
+    returns), format characters (bidi overrides, zero-width spaces), separators other than the
+    space, lone surrogates (which no terminal encoding can write) and unassigned code points become
+    ``\\x..``/``\\u....``/``\\U........`` escapes, and a backslash ``\\\\``; longer than ``limit``
+    characters is cut with ``...``."""
     out = []
     for ch in str(text):
-        code = ord(ch)
         if ch == "\\":
             out.append("\\\\")
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0:
-            out.append(f"\\x{code:02x}")
-        elif 0x200B <= code <= 0x200F or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append(f"\\u{code:04x}")
-        else:
+        elif ch.isprintable():
             out.append(ch)
+        else:
+            code = ord(ch)
+            width = 2 if code < 0x100 else 4 if code < 0x10000 else 8
+            out.append(f"\\{'x' if width == 2 else 'u' if width == 4 else 'U'}{code:0{width}x}")
     safe = "".join(out)
     return safe if len(safe) <= limit else safe[: limit - 3] + "..."
 

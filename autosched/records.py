@@ -12,10 +12,12 @@ One line (keys in this order)::
 (build and run); ``program`` says which point of which space the steps came from (optional).
 
 :func:`append_records` writes whole lines under a file lock (tuning processes may share a log);
-:func:`load_records` reads a log back, skipping damaged lines with a :class:`RecordWarning`;
-:func:`best_records`, :func:`best_record` and :func:`distill` pick the fastest valid program per
-(workload, target); :func:`load_best` builds it. The line codec and file handling live in
-:mod:`autosched.records_io`.
+:func:`load_records` reads a log back, skipping damaged or crafted lines with a
+:class:`RecordWarning` that names the file and line; :func:`best_records`, :func:`best_record` and
+:func:`distill` pick the fastest valid program per (workload, target), passing over programs that
+do not replay; :func:`load_best` builds it with the task's own compiler. Logs are untrusted input:
+what each line is checked for is in :mod:`autosched.records_check`. The line codec and file
+handling live in :mod:`autosched.records_io`.
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ import collections
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .diagnostics import printable, warn
+from .records_check import check_costs, check_target, check_workload, number, replay_error, text
 from .records_io import (
     FORMAT_VERSION,
     RecordError,
     RecordWarning,
     Scan,
-    check,
     check_object,
     json_steps,
     line_steps,
@@ -46,6 +49,7 @@ from .records_io import (
     write_all,
     write_atomic,
 )
+from .records_io import check as check_found
 from .runner.compile import compile_shared
 from .runner.kernel import Kernel
 from .runner.load import load_kernel
@@ -68,10 +72,20 @@ __all__ = [
     "distill",
     "load_best",
     "load_records",
+    "pick_best",
+    "ranked",
     "steps_key",
 ]
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # compact JSON
+_ERROR_KINDS = MeasureErrorNo.__members__
+_NO_ERROR = MeasureErrorNo.NO_ERROR
+
+#: bounds of a record's wall seconds (``all_cost``) and of its ``timestamp`` (year 5138)
+MAX_SECONDS = 1e9
+MAX_TIMESTAMP = 1e11
+#: programs tried, best first, before giving up on a workload whose best programs do not replay
+MAX_TRIES = 10
 
 
 class NoRecordError(LookupError):
@@ -99,6 +113,8 @@ class Record(Costs):
     timestamp: float
     version: str = ""
     program: dict[str, Any] | None = field(default=None, compare=False)
+    #: where the record was read from (``FILE:LINE``), for messages; empty for a record made here
+    origin: str = field(default="", compare=False, repr=False)
 
     @property
     def program_key(self) -> str:
@@ -165,31 +181,37 @@ class Record(Costs):
         return cls._from_fields(check_object(data), json_steps(data))
 
     @classmethod
-    def _from_fields(cls, data: dict[str, Any], steps: tuple[Step, ...]) -> Record:
-        """The record of a decoded line (its version checked) whose steps are already decoded."""
+    def _from_fields(cls, data: dict[str, Any], steps: tuple[Step, ...], origin: str = "") -> Record:
+        """The record of a decoded line (its version checked) whose steps are already decoded; every
+        field checked (:mod:`autosched.records_check`), :class:`RecordError` if one is not valid."""
         try:
-            name, args = data["workload"]
             error = data["error"]
-            if error not in MeasureErrorNo.__members__:
-                raise RecordError(f"unknown error kind {error!r}")
+            error_no = _ERROR_KINDS.get(error) if type(error) is str else None
+            if error_no is None:
+                raise RecordError(f"unknown error kind {printable(error, 60)}")
+            program = data.get("program")
+            if program is not None and type(program) is not dict:
+                raise RecordError(f"program must be an object, got {type(program).__name__}")
+            key = data["workload_key"]
             return cls(
-                workload=(str(name), tuple(args)),
-                workload_key=str(data["workload_key"]),
-                target=str(data["target"]),
-                compiler=str(data.get("compiler", "")),
+                workload=check_workload(data["workload"], key),
+                workload_key=key,
+                target=check_target(data["target"]),
+                compiler=text(data.get("compiler", ""), "compiler"),
                 steps=steps,
-                costs=tuple(map(float, data["costs"])),
-                error_no=MeasureErrorNo[error],
-                error_msg=str(data.get("error_msg", "")),
-                all_cost=float(data.get("all_cost", 0.0)),
-                timestamp=float(data.get("timestamp", 0.0)),
-                version=str(data.get("autosched", "")),
-                program=data.get("program"),
+                costs=check_costs(data["costs"], error_no is _NO_ERROR),
+                error_no=error_no,
+                error_msg=text(data.get("error_msg", ""), "error_msg"),
+                all_cost=number(data.get("all_cost", 0.0), "all_cost", 0.0, MAX_SECONDS),
+                timestamp=number(data.get("timestamp", 0.0), "timestamp", 0.0, MAX_TIMESTAMP),
+                version=text(data.get("autosched", ""), "the autosched version"),
+                program=program,
+                origin=origin,
             )
         except RecordError:
             raise
         except (KeyError, TypeError, ValueError) as err:
-            raise RecordError(f"malformed record: {type(err).__name__}: {err}") from None
+            raise RecordError(f"malformed record: {type(err).__name__}: {printable(err, 200)}") from None
 
     @classmethod
     def from_line(cls, line: str) -> Record:
@@ -228,26 +250,71 @@ def _target_str(target: str | Target | None) -> str | None:
     return None if target is None else str(Target.parse(target))
 
 
+def _builder(path: Path) -> Callable[[dict[str, Any], tuple[Step, ...], int], Record]:
+    """:func:`~autosched.records_io.scan`'s ``build`` for the log at ``path``."""
+    where = str(path)
+    return lambda data, steps, lineno: Record._from_fields(data, steps, f"{where}:{lineno}")
+
+
 def load_records(
     path: str | os.PathLike[str], *, workload_key: str | None = None, target: str | Target | None = None
 ) -> list[Record]:
     """The records of the log at ``path``, in log order; only those of ``workload_key`` and
     ``target`` (compared as canonical target strings) when given.
 
-    Lines that are not records (a truncated last line, garbage) are skipped with a
+    Every line is checked (:mod:`autosched.records_check`: field types, finite positive costs,
+    a target of known options, workload arguments that re-create the key). Lines that are not
+    valid records (a truncated last line, garbage, a crafted line) are skipped with a
     :class:`RecordWarning` naming the file and line; lines of other workloads or targets are
     decoded only as far as the filter needs. Raises ``FileNotFoundError`` for a missing file and
     :class:`RecordError` for a file in which no line is a record.
     """
     path = Path(path)
     with open_log(path) as (f, size):
-        found = scan(f, size, Record._from_fields, workload_key, _target_str(target))
-    check(found, path)
+        found = scan(f, size, _builder(path), workload_key, _target_str(target))
+    check_found(found, path)
     return found.items
 
 
-def best_records(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
-    """The best valid record per (workload key, target): the lowest median; the earliest on ties."""
+def ranked(records: Iterable[Record]) -> list[Record]:
+    """The valid records, fastest first (lowest median; the earliest of equals first)."""
+    return sorted((r for r in records if r.ok), key=lambda r: r.median)
+
+
+def pick_best(
+    records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
+) -> Record | None:
+    """The fastest valid record (the earliest of equals) whose program passes ``check`` (by default:
+    its steps replay on its workload); None if there is none.
+
+    A record that fails ``check`` (``check`` returns why) is passed over with a
+    :class:`RecordWarning` naming where it was read, and the next best is tried, up to
+    :data:`MAX_TRIES` records.
+    """
+    for tries, r in enumerate(ranked(records)):
+        why = None if check is None else check(r)
+        if why is None:
+            return r
+        where = r.origin or "a record"
+        warn(
+            f"{where}: passed over the best program of {r.workload_key} on {r.target}: {why}",
+            RecordWarning,
+        )
+        if tries + 1 == MAX_TRIES:
+            warn(
+                f"gave up on {r.workload_key} on {r.target}: its {MAX_TRIES} best programs fail",
+                RecordWarning,
+            )
+            break
+    return None
+
+
+def best_records(
+    records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
+) -> dict[tuple[str, str], Record]:
+    """The best valid record per (workload key, target): the lowest median, the earliest on ties,
+    among those whose program passes ``check`` (by default: replays; see :func:`pick_best`)."""
+    records = records if isinstance(records, list) else list(records)
     best: dict[tuple[str, str], Record] = {}
     medians: dict[tuple[str, str], float] = {}
     for r in records:
@@ -255,6 +322,14 @@ def best_records(records: Iterable[Record]) -> dict[tuple[str, str], Record]:
             key, median = (r.workload_key, r.target), r.median
             if median < medians.get(key, float("inf")):
                 best[key], medians[key] = r, median
+    if check is not None:
+        for key, r in list(best.items()):
+            if check(r) is not None:  # the slow way, for this workload only
+                chosen = pick_best([x for x in records if (x.workload_key, x.target) == key], check)
+                if chosen is None:
+                    del best[key]
+                else:
+                    best[key] = chosen
     return best
 
 
@@ -266,7 +341,10 @@ def _no_record(task: Task, where: str, mine: list[Record], others: dict[tuple[st
         failed = ", ".join(f"{kind}: {n}" for kind, n in errors.items())
         text += f"; its {len(mine)} records of this task all failed ({failed})"
     if others:
-        listed = [f"{wk} on {tg} ({n} records, {v} valid)" for (wk, tg), (n, v) in list(others.items())[:5]]
+        listed = [
+            f"{printable(wk, 100)} on {printable(tg, 100)} ({n} records, {v} valid)"
+            for (wk, tg), (n, v) in list(others.items())[:5]
+        ]
         if len(others) > 5:
             listed.append(f"and {len(others) - 5} more")
         text += "; it has records of: " + "; ".join(listed)
@@ -275,8 +353,14 @@ def _no_record(task: Task, where: str, mine: list[Record], others: dict[tuple[st
     return text
 
 
-def best_record(log: str | os.PathLike[str] | Iterable[Record], task: Task) -> Record:
-    """The best valid record of ``task`` in a log file or among records.
+def best_record(
+    log: str | os.PathLike[str] | Iterable[Record],
+    task: Task,
+    *,
+    check: Callable[[Record], str | None] | None = replay_error,
+) -> Record:
+    """The best valid record of ``task`` in a log file or among records, among those whose
+    program passes ``check`` (by default: its steps replay; see :func:`pick_best`).
 
     Raises :class:`NoRecordError` (a ``LookupError``) naming the task and the log, and listing the
     workloads and targets the log does have records of.
@@ -286,8 +370,8 @@ def best_record(log: str | os.PathLike[str] | Iterable[Record], task: Task) -> R
     if isinstance(log, (str, os.PathLike)):
         path = Path(log)
         with open_log(path) as (f, size):
-            found = scan(f, size, Record._from_fields, key, target)
-        check(found, path)
+            found = scan(f, size, _builder(path), key, target)
+        check_found(found, path)
         where = str(path)
     else:
         found, where = Scan(), "the given records"
@@ -298,7 +382,7 @@ def best_record(log: str | os.PathLike[str] | Iterable[Record], task: Task) -> R
                 counts = found.others.setdefault((r.workload_key, r.target), [0, 0])
                 counts[0] += 1
                 counts[1] += r.ok
-    best = best_records(found.items).get((key, target))
+    best = best_records(found.items, check).get((key, target))
     if best is None:
         raise NoRecordError(_no_record(task, where, found.items, found.others))
     return best
@@ -307,9 +391,11 @@ def best_record(log: str | os.PathLike[str] | Iterable[Record], task: Task) -> R
 def distill(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: bool = True) -> int:
     """Write to ``dst`` the best line of each (workload, target) of log ``src``; return how many.
 
-    The lines keep their order in ``src``. ``dst`` is replaced atomically (a temporary file, then
-    ``os.replace``), so it may be ``src`` itself: the source is then locked from reading to
-    replacing, and appends that wait meanwhile go to the distilled file.
+    Lines that are not valid records are left out (with a warning), and so are programs that do
+    not replay (see :func:`best_records`). The lines keep their order in ``src``. ``dst`` is
+    replaced atomically (a temporary file, then ``os.replace``), so it may be ``src`` itself: the
+    source is then locked from reading to replacing, and appends that wait meanwhile go to the
+    distilled file.
     """
     src, dst = Path(src), Path(dst)
     try:
@@ -317,8 +403,8 @@ def distill(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: 
     except FileNotFoundError:
         in_place = False
     with open_log(src, exclusive=in_place) as (f, size):
-        found = scan(f, size, Record._from_fields)
-        check(found, src)
+        found = scan(f, size, _builder(src))
+        check_found(found, src)
         best = best_records(found.items)
         kept = [r for r in found.items if best.get((r.workload_key, r.target)) is r]
         write_atomic(dst, "".join([r.to_line() for r in kept]).encode(), fsync=fsync)
@@ -331,9 +417,22 @@ def load_best(
     """The best program of ``task`` in ``log``, built and loaded: a callable over numpy arrays.
 
     The program is re-emitted from the record's steps, compiled for ``task.target`` (into
-    ``cache_dir``, by default the kernel cache) and loaded. Raises :class:`NoRecordError` when the
-    log has no valid record of the task.
+    ``cache_dir``, by default the kernel cache) and loaded: the compiler is the one of
+    ``task.target``, never one named by the log. A best program that does not replay or emit is
+    passed over with a :class:`RecordWarning` for the next best. Raises :class:`NoRecordError`
+    when the log has no valid record of the task.
     """
-    record = best_record(log, task)
-    lib = compile_shared(task.source(record.steps), task.target, cache_dir=cache_dir)
+    sources: dict[tuple[Step, ...], str] = {}
+
+    def emits(record: Record) -> str | None:
+        why = replay_error(record)
+        if why is None:
+            try:
+                sources[record.steps] = task.source(record.steps)
+            except Exception as err:  # a crafted program may fail anywhere in lowering
+                why = f"{type(err).__name__}: {err}"
+        return why
+
+    record = best_record(log, task, check=emits)
+    lib = compile_shared(sources[record.steps], task.target, cache_dir=cache_dir)
     return load_kernel(lib, task.func_name, task.arg_specs())

@@ -20,13 +20,12 @@ import gc
 import json
 import os
 import secrets
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
-from .diagnostics import AutoschedWarning
+from .diagnostics import AutoschedWarning, warn
 from .steps import Step, steps_from_json
 
 FORMAT_VERSION = 1
@@ -39,7 +38,8 @@ class RecordError(ValueError):
 
 
 class RecordWarning(AutoschedWarning):
-    """A line of a tuning log that was skipped (truncated by a killed process, or garbled)."""
+    """A line of a tuning log that was skipped (truncated by a killed process, garbled or crafted),
+    or a record passed over (its program does not replay)."""
 
 
 #: cache sizes; a cache that grows past its limit is emptied (entries are cheap to rebuild)
@@ -233,11 +233,11 @@ def _lines(f: BinaryIO, size: int, found: Scan[Any]) -> Iterator[tuple[int, str]
 def scan(
     f: BinaryIO,
     size: int,
-    build: Callable[[dict[str, Any], tuple[Step, ...]], _R],
+    build: Callable[[dict[str, Any], tuple[Step, ...], int], _R],
     workload_key: str | None = None,
     target: str | None = None,
 ) -> Scan[_R]:
-    """Decode the first ``size`` bytes of log ``f`` into ``build(object, steps)`` per line.
+    """Decode the first ``size`` bytes of log ``f`` into ``build(object, steps, line number)`` per line.
 
     Lines of other workload keys or targets than those given are decoded only as far as the
     filter needs, and counted. ``build`` raises :class:`RecordError` for a bad line.
@@ -251,7 +251,7 @@ def scan(
                 if (workload_key is None or data.get("workload_key") == workload_key) and (
                     target is None or data.get("target") == target
                 ):
-                    found.items.append(build(data, line_steps(line, data, text)))
+                    found.items.append(build(data, line_steps(line, data, text), lineno))
                     continue
                 counts = found.others.setdefault(
                     (str(data.get("workload_key")), str(data.get("target"))), [0, 0]
@@ -272,11 +272,9 @@ def check(found: Scan[Any], path: Path) -> None:
         raise RecordError(f"{path} is not an autosched tuning log: line {bad[0][0]}: {bad[0][1]}")
     for lineno, why in bad[:_MAX_WARNINGS]:
         what = "a truncated last line (a writer killed mid-line?)" if lineno == found.torn else "a bad line"
-        warnings.warn(f"{path}:{lineno}: skipped {what}: {why}", RecordWarning, stacklevel=3)
+        warn(f"{path}:{lineno}: skipped {what}: {why}", RecordWarning, stacklevel=3)
     if len(bad) > _MAX_WARNINGS:
-        warnings.warn(
-            f"{path}: skipped {len(bad) - _MAX_WARNINGS} more bad lines", RecordWarning, stacklevel=3
-        )
+        warn(f"{path}: skipped {len(bad) - _MAX_WARNINGS} more bad lines", RecordWarning, stacklevel=3)
 
 
 # ---------------------------------------------------------------------------------------------

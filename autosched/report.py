@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .diagnostics import printable
 from .ops import Workload
-from .records import Record
+from .records import Record, pick_best
 
 
 @functools.cache
@@ -43,11 +44,11 @@ class Summary:
         name, args = self.records[0].workload
         return workload_flops(name, tuple(args))
 
-    @property
+    @functools.cached_property
     def best(self) -> Record | None:
-        """The valid record with the lowest median time (the first of equals); None if none is valid."""
-        valid = [r for r in self.records if r.ok]
-        return min(valid, key=lambda r: r.median) if valid else None
+        """The valid record with the lowest median time (the first of equals) whose program replays
+        (see :func:`~autosched.records.pick_best`); None if there is none."""
+        return pick_best(self.records)
 
     @property
     def valid_trials(self) -> int:
@@ -100,7 +101,8 @@ def _format_table(rows: Sequence[Sequence[str]], right: set[int]) -> str:
 
 
 def report_table(records: Iterable[Record]) -> str:
-    """A text table, one row per (workload, target): best time, GFLOP/s, trials, valid trials, errors."""
+    """A text table, one row per (workload, target): best time, GFLOP/s, trials, valid trials, errors.
+    Text from the log is made printable (:func:`~autosched.diagnostics.printable`)."""
     rows = [["workload", "best ms", "GFLOP/s", "trials", "valid", "errors", "target"]]
     for s in summarize(records):
         best = s.best
@@ -108,13 +110,13 @@ def report_table(records: Iterable[Record]) -> str:
         errors = ", ".join(f"{kind}={n}" for kind, n in sorted(s.errors.items())) or "-"
         rows.append(
             [
-                s.workload,
+                printable(s.workload, 80),
                 "-" if best is None else f"{best.median * 1e3:.4f}",
                 "n/a" if gflops is None else f"{gflops:.2f}",
                 str(len(s.records)),
                 str(s.valid_trials),
                 errors,
-                s.target,
+                printable(s.target, 120),
             ]
         )
     return _format_table(rows, right={1, 2, 3, 4})
@@ -154,6 +156,7 @@ def write_report(records: Iterable[Record], png_path: str | Path) -> Path:
         for s in plotted:
             trials, wall, curve = tuning_curve(s)
             label = f"{s.workload} on {s.target}" if several_targets else s.workload
+            label = printable(label, 120).replace("$", r"\$")  # no mathtext from a log
             by_trial.plot(trials, curve, drawstyle="steps-post", label=label)
             by_time.plot(wall, curve, drawstyle="steps-post", label=label)
         by_trial.set(xlabel="trial", ylabel="best GFLOP/s so far", title="tuning curve by trials")

@@ -29,7 +29,8 @@ class Step:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> Step:
-        """Rebuild a step from :meth:`to_json` output; unknown kinds raise ``ValueError``."""
+        """Rebuild a step from :meth:`to_json` output; unknown kinds, missing fields and values of the
+        wrong JSON type (a string for a factor, an object for a name) raise ``ValueError``."""
         kind = data.get("kind")
         cls = Step.registry.get(str(kind))
         if cls is None:
@@ -39,8 +40,24 @@ class Step:
             if f.name not in data:
                 raise ValueError(f"schedule step {kind!r} lacks field {f.name!r}: {data}")
             value = data[f.name]
-            args[f.name] = tuple(value) if isinstance(value, list) else value
+            value = tuple(value) if isinstance(value, list) else value
+            if not _FIELD_TYPES[str(f.type)](value):
+                raise ValueError(f"schedule step {kind!r}: field {f.name!r} must be {f.type}, got {value!r}")
+            args[f.name] = value
         return cls(**args)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+#: checks of a JSON value read for a step field, by the field's annotation (steps come from logs)
+_FIELD_TYPES: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: type(v) is str,
+    "int": _is_int,
+    "int | None": lambda v: v is None or _is_int(v),
+    "tuple[str, ...]": lambda v: type(v) is tuple and all(type(x) is str for x in v),
+}
 
 
 def _step(kind: str) -> Callable[[type[Step]], type[Step]]:

@@ -149,6 +149,11 @@ def target_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
+def kind_options(name: str) -> tuple[str, ...]:
+    """The options (``cc``, ``num-threads``, ...) that targets of kind ``name`` accept."""
+    return _kind(name).options
+
+
 def _kind(name: str) -> TargetKind:
     try:
         return _KINDS[name]

@@ -242,3 +242,40 @@ def test_unknown_error_records_of_a_broken_run_are_measured_again(tmp_path: Path
     assert again.new_trials == 4 and again.resumed_trials == 0 and again.valid_trials == 4
     fresh = [r for r in load_records(log) if r.ok]
     assert {steps_key(r.steps) for r in fresh} == {steps_key(r.steps) for r in broken}
+
+
+def test_two_processes_sharing_one_log_never_measure_a_program_twice(tmp_path: Path) -> None:
+    """Two ``autosched tune`` processes started together on one log, with the same seed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [
+        sys.executable,
+        "-m",
+        "autosched",
+        "tune",
+        "matmul",
+        "16",
+        "16",
+        "16",
+        "--trials",
+        "10",
+        "--log",
+        "shared.jsonl",
+        "--seed",
+        "0",
+        "--json",
+        "--quiet",
+        "--target",
+        "c -num-threads=1",
+        "--repeat",
+        "1",
+        "--min-repeat-ms",
+        "1",
+    ]
+    procs = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    summaries = [json.loads(p.communicate(timeout=300)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    keys = [steps_key(r.steps) for r in load_records(tmp_path / "shared.jsonl")]
+    assert len(keys) == len(set(keys)) == sum(s["new_trials"] for s in summaries), (keys, summaries)
+    assert len(keys) >= 10

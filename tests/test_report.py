@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from autosched.cli import main
+from autosched.ops import Workload
+from autosched.ops.registry import registered
 from autosched.records import Record, load_records
 from autosched.report import report_table, summarize, tuning_curve, write_report
 from autosched.runner.measure import MeasureErrorNo
@@ -29,11 +31,14 @@ def rec(
     t: float = 0.0,
     target: str = TARGET,
 ) -> Record:
-    """A record of the default program (no steps); a failed trial has an ``error`` and no costs."""
+    """A record of the default program (no steps); a failed trial has an ``error`` and no costs.
+    Its key is the workload's own (a log's records are checked to have it); made up if the workload
+    is not registered."""
     name, args = workload
+    key = Workload(name, args).key if registered(name) else f"{name}({','.join(map(repr, args))})#abc"
     return Record(
         workload=workload,
-        workload_key=f"{name}({','.join(map(repr, args))})#abc",
+        workload_key=key,
         target=target,
         compiler="gcc",
         steps=(),

@@ -12,14 +12,16 @@
     autosched best LOG [--workload W ARGS...] [--target T] [--json]
                                            the best program per workload and target of a log
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
-                                           the best program as kernel.c/.h, main.c and a Makefile
+                   [--force]               the best program as kernel.c/.h, main.c and a Makefile
+                                           (into a new or empty DIR unless --force)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
 
 Each subcommand lives in a module of this package with a ``register(subparsers)`` function.
-Every error ends with one line on stderr and exit status 2, never a traceback.
+Every error ends with one line on stderr and exit status 2, never a traceback. Text that comes
+from a log is made printable before it reaches the terminal (no escape code is ever obeyed).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import signal
 import sys
 import threading
 
+from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except USER_ERRORS as err:
         message = str(err).strip().splitlines()
-        print(f"autosched: error: {message[0] if message else type(err).__name__}", file=sys.stderr)
+        text = printable(message[0], limit=2000) if message else type(err).__name__
+        print(f"autosched: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as stop:
         print(f"\nautosched: interrupted: {stop or 'stopped'}", file=sys.stderr)

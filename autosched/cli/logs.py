@@ -4,26 +4,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import warnings
 from pathlib import Path
 
-from ..export import EXECUTABLE, export_kernel
-from ..records import Record, load_records
+from ..diagnostics import PREFIX, AutoschedWarning, printable
+from ..export import EXECUTABLE, export_files, write_files
+from ..ops import Workload
+from ..records import Record, load_records, pick_best
+from ..records_check import logged_target, replay_error
 from ..report import Summary, report_table, summarize, write_report
 from ..target import Target
 from .basic import parse_value
 
 
 def _load(path: str) -> list[Record]:
-    """The records of the log ``path``; its warnings (a truncated last line) as one line each."""
+    """The records of the log ``path``; its warnings (lines skipped) as one line each."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"no tuning log {path!r}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         records = list(load_records(path))
     for w in caught:
-        print(f"autosched: warning: {w.message}", file=sys.stderr)
+        message = str(w.message) if issubclass(w.category, AutoschedWarning) else printable(w.message)
+        print(f"{PREFIX}{message}", file=sys.stderr)
     if not records:
         raise ValueError(f"tuning log {path!r} holds no records")
     return records
@@ -68,7 +73,7 @@ def cmd_best(args: argparse.Namespace) -> int:
         return 0
     for s in summaries:
         info = s.to_json()
-        print(f"{s.workload} on {s.target}")
+        print(f"{printable(s.workload)} on {printable(s.target)}")
         if s.best is None:
             print(f"  no valid trial of {info['trials']}; errors: {info['errors']}")
             continue
@@ -80,7 +85,17 @@ def cmd_best(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_cc(target: str | None) -> str | None:
+    """The compiler the user's ``--target`` names with ``-cc=``; None if it names none."""
+    if target is None or not any(t.startswith("-cc=") for t in shlex.split(target)):
+        return None
+    return Target.parse(target).cc
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{args.out} exists and is not an empty directory (--force to write into it)")
     summaries = _select(args)
     if len(summaries) > 1:
         held = "; ".join(_label(s, summaries) for s in summaries)
@@ -88,11 +103,32 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"{args.log} holds several workloads, name one with --workload (and --target): {held}"
         )
     (s,) = summaries
-    if s.best is None:
+    if not any(r.ok for r in s.records):
         raise ValueError(f"no valid record of {s.workload} in {args.log}: all {len(s.records)} trials failed")
-    out = export_kernel(s.best, args.out, name=args.name, portable=args.portable)
-    print(f"exported {s.workload} ({s.best.median * 1e3:.4f} ms when tuned) to {out}/")
-    print(f"  make -C {out} run      # check against the reference and time ./{EXECUTABLE}")
+    cc = _user_cc(args.target)
+    Workload.from_json(s.records[0].workload)  # registered here? (else one error, not one per program)
+    target, _ = logged_target(s.target, cc)  # one a log may name? (runs at most this machine's compiler)
+    if target.kind != "c":
+        raise ValueError(f"export writes C kernels, but {s.workload} was tuned for a {target.kind} target")
+    files: dict[str, str] = {}
+
+    def exports(record: Record) -> str | None:
+        """Why ``record`` cannot be exported (its program does not replay, lower or emit)."""
+        why = replay_error(record)
+        if why is None:
+            try:
+                files.update(export_files(record, name=args.name, portable=args.portable, cc=cc))
+            except Exception as err:  # a crafted program may fail anywhere in lowering
+                why = f"{type(err).__name__}: {err}"
+        return why
+
+    best = pick_best(s.records, check=exports)
+    if best is None:
+        raise ValueError(f"no program of {s.workload} in {args.log} can be exported (see the warnings)")
+    write_files(files, out)
+    print(f"exported {printable(s.workload)} ({best.median * 1e3:.4f} ms when tuned) to {printable(out)}/")
+    where = printable(shlex.quote(str(out)))
+    print(f"  make -C {where} run      # check against the reference and time ./{EXECUTABLE}")
     return 0
 
 
@@ -123,9 +159,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     best.set_defaults(func=cmd_best)
     export = sub.add_parser("export", help="write the best program as a standalone C kernel directory")
     _log_args(export)
-    export.add_argument("--out", required=True, help="directory to write kernel.c/.h, main.c, Makefile to")
+    export.add_argument(
+        "--out", required=True, help="directory to write kernel.c/.h, main.c, Makefile to (new or empty)"
+    )
     export.add_argument("--name", help="the kernel's C name (default: WORKLOAD_kernel)")
     export.add_argument("--portable", action="store_true", help="strict C99: no vector extensions or OpenMP")
+    export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
     export.set_defaults(func=cmd_export)
     report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
     report.add_argument("log", help="tuning log (JSON lines)")

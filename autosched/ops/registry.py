@@ -143,6 +143,11 @@ def _definition(name: str) -> WorkloadDef:
         raise ValueError(f"unknown workload {name!r}; known workloads: {known}") from None
 
 
+def registered(name: str) -> WorkloadDef | None:
+    """The definition registered under ``name``; None if there is none."""
+    return _REGISTRY.get(name)
+
+
 def _convert(value: Any, hint: Any) -> Arg:
     """``value`` as the JSON scalar its annotation asks for; raise ``TypeError`` if it is not one."""
     if isinstance(value, np.generic):
