@@ -54,7 +54,7 @@ from .runner.compile import compile_shared
 from .runner.kernel import Kernel
 from .runner.load import load_kernel
 from .runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
-from .steps import Step, steps_to_json
+from .schedule.steps import Step, steps_to_json
 from .target import Target
 
 if TYPE_CHECKING:

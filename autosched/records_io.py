@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
 from .diagnostics import AutoschedWarning, warn
-from .steps import Step, steps_from_json
+from .schedule.steps import Step, steps_from_json
 
 FORMAT_VERSION = 1
 

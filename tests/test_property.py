@@ -22,7 +22,7 @@ from random_schedules import DRAWERS, draw_conv2d, draw_matmul, kind, leaf_names
 from schedule_cases import check_against_reference
 
 import autosched as asc
-from autosched import steps as S
+from autosched.schedule import steps as S
 
 pytestmark = pytest.mark.requires("gcc")
 

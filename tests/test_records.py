@@ -28,8 +28,8 @@ from autosched.records import (
 )
 from autosched.records_io import open_log, write_atomic
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.schedule.steps import AnnotateStep, CacheReadStep, ReorderStep, SplitStep, Step, steps_to_json
 from autosched.space.generated import SketchSpace
-from autosched.steps import AnnotateStep, CacheReadStep, ReorderStep, SplitStep, Step, steps_to_json
 from autosched.target import Target
 from autosched.task import Task
 

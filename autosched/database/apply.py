@@ -34,7 +34,7 @@ from ..runner.compile import CompileError, compile_shared
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel
 from ..schedule import ScheduleError
-from ..steps import Step
+from ..schedule.steps import Step
 from ..task import Task
 from .machine import fingerprint_for
 from .store import Database, workload_targets

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..schedule import ScheduleError
-from ..steps import Step
+from ..schedule.steps import Step
 from ..task import Task
 
 
