@@ -9,7 +9,10 @@ One line (keys in this order)::
      "program": {"space": "sketch", ...}}
 
 ``costs`` are seconds per run, every repeat; ``all_cost`` the wall seconds the measurement took
-(build and run); ``program`` says which point of which space the steps came from (optional).
+(build and run); ``program`` says which point of which space the steps came from (optional);
+``machine`` is the fingerprint of the machine measured on (optional; see
+:mod:`autosched.database.machine`): ``asc.load_best`` and ``asc.compile`` never apply another
+machine's records.
 
 :func:`append_records` writes whole lines under a file lock (tuning processes may share a log);
 :func:`load_records` reads a log back, skipping damaged or crafted lines with a
@@ -32,7 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .diagnostics import printable, warn
-from .records_check import check_costs, check_target, check_workload, number, replay_error, text
+from .records_check import (
+    check_costs,
+    check_machine,
+    check_target,
+    check_workload,
+    number,
+    replay_error,
+    text,
+)
 from .records_io import (
     FORMAT_VERSION,
     RecordError,
@@ -113,6 +124,9 @@ class Record(Costs):
     timestamp: float
     version: str = ""
     program: dict[str, Any] | None = field(default=None, compare=False)
+    #: fingerprint of the machine it was measured on (:mod:`autosched.database.machine`); empty in
+    #: records written before autosched recorded it
+    machine: str = ""
     #: where the record was read from (``FILE:LINE``), for messages; empty for a record made here
     origin: str = field(default="", compare=False, repr=False)
 
@@ -123,7 +137,12 @@ class Record(Costs):
 
     @classmethod
     def from_measure(
-        cls, inp: MeasureInput, res: MeasureResult, compiler: str = "", program: dict[str, Any] | None = None
+        cls,
+        inp: MeasureInput,
+        res: MeasureResult,
+        compiler: str = "",
+        program: dict[str, Any] | None = None,
+        machine: str = "",
     ) -> Record:
         """The record of measuring ``inp`` with result ``res``."""
         from . import __version__
@@ -142,6 +161,7 @@ class Record(Costs):
             timestamp=float(res.timestamp),
             version=__version__,
             program=program,
+            machine=machine,
         )
 
     def _head(self) -> dict[str, Any]:
@@ -164,7 +184,11 @@ class Record(Costs):
             "all_cost": self.all_cost,
             "timestamp": self.timestamp,
         }
-        return tail if self.program is None else {**tail, "program": self.program}
+        if self.program is not None:
+            tail["program"] = self.program
+        if self.machine:
+            tail["machine"] = self.machine
+        return tail
 
     def to_json(self) -> dict[str, Any]:
         """The record as one JSON object (the keys of the module docstring, in order)."""
@@ -206,6 +230,7 @@ class Record(Costs):
                 timestamp=number(data.get("timestamp", 0.0), "timestamp", 0.0, MAX_TIMESTAMP),
                 version=text(data.get("autosched", ""), "the autosched version"),
                 program=program,
+                machine=check_machine(data.get("machine", "")),
                 origin=origin,
             )
         except RecordError:

@@ -68,6 +68,17 @@ def text(value: Any, what: str) -> str:
     return value
 
 
+_MACHINE = re.compile(r"[a-z0-9_]{1,32}-[0-9a-f]{12}")
+
+
+def check_machine(value: Any) -> str:
+    """A machine fingerprint (``x86_64-0123456789ab``) or the empty string."""
+    if type(value) is not str or (value and not _MACHINE.fullmatch(value)):
+        example = "x86_64-0123456789ab"
+        raise RecordError(f"machine must be a fingerprint like {example}, not {printable(value, 40)}")
+    return value
+
+
 def number(value: Any, what: str, low: float, high: float) -> float:
     """``value`` as a float if it is a JSON number (not a bool or a string) in ``[low, high]``."""
     if value.__class__ is not float and value.__class__ is not int:

@@ -140,11 +140,30 @@ class Found:
     notes: tuple[str, ...] = ()
 
 
+def this_machine(log: str | os.PathLike[str] | Iterable[records.Record], task: Task) -> list[records.Record]:
+    """The records of ``task`` in ``log`` that were measured on this machine (or say nothing of
+    theirs, as older logs do); one warning when others are left out."""
+    if isinstance(log, (str, os.PathLike)):
+        mine = records.load_records(log, workload_key=task.workload.key, target=str(task.target))
+    else:
+        mine = [r for r in log if (r.workload_key, r.target) == (task.workload.key, str(task.target))]
+    here = fingerprint_for(task.target)
+    kept = [r for r in mine if r.machine in ("", here)]
+    foreign = sorted({r.machine for r in mine} - {"", here})
+    if foreign:
+        where = log if isinstance(log, (str, os.PathLike)) else "the given records"
+        warn(
+            f"{where}: {len(mine) - len(kept)} records of {task.workload} were measured on another "
+            f"machine ({', '.join(foreign)}; this one is {here}) and are not used here"
+        )
+    return kept
+
+
 def _best_in(source: _Source, task: Task, notes: list[str]) -> records.Record | None:
     if isinstance(source, Database):
         return source.best(task)
     try:
-        return records.best_record(source, task)
+        return records.best_record(this_machine(source, task), task)
     except records.NoRecordError:
         return None
     except (OSError, RecordError) as err:
@@ -277,7 +296,13 @@ def load_best(
     if log is not None and not isinstance(log, Database):
         if isinstance(log, Task):
             raise TypeError("load_best(log, task): the first argument is a log, got a Task")
-        return records.load_best(log, task, cache_dir=cache_dir)
+        if not isinstance(log, (str, os.PathLike)):
+            log = list(log)
+        kept = this_machine(log, task)
+        if not any(r.ok for r in kept):
+            records.best_record(log, task, check=None)  # no record at all: raises, saying what the log has
+            raise records.NoRecordError(f"no valid record for {task} measured on this machine in {log}")
+        return records.load_best(kept, task, cache_dir=cache_dir)
     database = log if isinstance(log, Database) else Database.resolve(db)
     record = database.best(task)
     if record is None:

@@ -219,7 +219,10 @@ def workload_targets(path: Path, workload_key: str) -> list[tuple[str, bool]]:
             found = scan(
                 f,
                 size,
-                lambda d, *_: (str(d.get("target")), d.get("error") == "NO_ERROR" and bool(d.get("costs"))),
+                lambda d, _steps, _line: (
+                    str(d.get("target")),
+                    d.get("error") == "NO_ERROR" and bool(d.get("costs")),
+                ),
                 workload_key,
             )
     except OSError:
@@ -231,7 +234,7 @@ def _count_records(path: Path) -> tuple[int, bool]:
     """How many lines of the log are records, and whether some line is a record of another format
     version (written by another autosched: gc leaves such a log alone)."""
     with open_log(path) as (f, size):
-        found = scan(f, size, lambda d, *_: None)
+        found = scan(f, size, lambda d, _steps, _line: None)
     return len(found.items), any(_OTHER_VERSION in why for _, why in found.bad)
 
 
@@ -239,7 +242,7 @@ def _remove_if_empty(path: Path, dry_run: bool) -> str | None:
     """Remove the log at ``path`` if no line of it is a record (of any format version), checked
     and done under its exclusive lock (so no append is lost); why it was (or would be) removed."""
     with open_log(path, exclusive=True) as (f, size):
-        found = scan(f, size, lambda d, *_: None)
+        found = scan(f, size, lambda d, _steps, _line: None)
         if found.items or found.others or any(_OTHER_VERSION in why for _, why in found.bad):
             return None
         if not dry_run:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import records
+from ..database.machine import fingerprint_for
 from ..runner.compile import compiler_version
 from ..runner.errors import InfrastructureError
 from ..runner.measure import (
@@ -114,6 +115,7 @@ class _Measurer:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
         self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
+        self.machine = fingerprint_for(task.target)
         self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
         self.mine: set[str] = set()  # programs this run logged
         self.measured = 0  # programs this run measured
@@ -154,7 +156,7 @@ class _Measurer:
                 assert key is not None
                 self.measured += 1
                 if self.log is not None:
-                    record = records.Record.from_measure(inp, res, self.compiler, inp.program)
+                    record = records.Record.from_measure(inp, res, self.compiler, inp.program, self.machine)
                     records.append_records(self.log, [record])
                     self.mine.add(key)
                 self._fail_fast(res)

@@ -1,0 +1,71 @@
+"""Records carry the machine they were measured on; an explicit log's records from another CPU are
+never applied to this one (the tuning database keeps machines apart by directory)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+import autosched as asc
+from autosched.database.machine import fingerprint_for
+from autosched.records import NoRecordError, Record, append_records, load_records
+
+pytestmark = pytest.mark.requires("gcc")
+
+TASK = asc.Task("relu", (16, 16), target="c -num-threads=1")
+OTHER = "x86_64-000000000000"
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> list[Record]:
+    log = tmp_path_factory.mktemp("tuned") / "relu.jsonl"
+    asc.tune(TASK, trials=3, log=log, option=asc.MeasureOption(repeat=1, min_repeat_ms=1.0))
+    return load_records(log)
+
+
+def test_tuning_records_this_machine(tuned: list[Record]) -> None:
+    assert {r.machine for r in tuned} == {fingerprint_for(TASK.target)}
+
+
+def _log(tmp_path: Path, records: list[Record]) -> Path:
+    path = tmp_path / "shared.jsonl"
+    append_records(path, records)
+    return path
+
+
+def test_records_of_another_machine_are_not_applied(tmp_path: Path, tuned: list[Record]) -> None:
+    log = _log(tmp_path, [dataclasses.replace(r, machine=OTHER) for r in tuned])
+    with (
+        pytest.warns(asc.AutoschedWarning, match=f"measured on another machine \\({OTHER}"),
+        pytest.raises(NoRecordError, match="measured on this machine"),
+    ):
+        asc.load_best(log, TASK)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asc.compile(TASK, log=log, db=False)  # the default schedule, not the foreign record
+    kinds = {w.category for w in caught}
+    assert asc.NotTunedWarning in kinds and asc.AutoschedWarning in kinds, caught
+
+
+def test_records_without_a_machine_and_of_this_one_are_applied(tmp_path: Path, tuned: list[Record]) -> None:
+    older = [dataclasses.replace(r, machine="") for r in tuned]
+    foreign = [dataclasses.replace(r, machine=OTHER, costs=tuple(c / 100 for c in r.costs)) for r in tuned]
+    log = _log(tmp_path, older + foreign)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asc.load_best(log, TASK)  # the foreign records are 100x "faster" but not used
+    assert any("another machine" in str(w.message) for w in caught)
+    assert not [w for w in caught if issubclass(w.category, asc.NotTunedWarning)]
+
+
+def test_a_malformed_machine_field_skips_the_record(tmp_path: Path, tuned: list[Record]) -> None:
+    line = json.loads(tuned[0].to_line())
+    line["machine"] = "$(reboot)\n"
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(line) + "\n" + tuned[1].to_line())
+    with pytest.warns(asc.AutoschedWarning, match="machine must be a fingerprint"):
+        assert len(load_records(path)) == 1
