@@ -59,8 +59,7 @@ from .search import TuneResult, tune
 from .target import Target, TargetError
 from .task import Task
 from .thread_pools import share_cores
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "AutoschedWarning",

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 from .. import records
 from ..diagnostics import AutoschedWarning, warn
 from ..ops.schedules import default_schedule
-from ..records_io import RecordError
+from ..records.io import RecordError
 from ..runner.compile import CompileError, compile_shared
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel

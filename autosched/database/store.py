@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import records
 from ..diagnostics import warn
-from ..records_io import RecordError, open_log, scan, write_atomic
+from ..records.io import RecordError, open_log, scan, write_atomic
 from ..target import Target
 from ..task import Task
 from .machine import describe, fingerprint, fingerprint_for

@@ -34,8 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .diagnostics import printable, warn
-from .records_check import (
+from ..diagnostics import printable, warn
+from ..runner.compile import compile_shared
+from ..runner.kernel import Kernel
+from ..runner.load import load_kernel
+from ..runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
+from ..schedule.steps import Step, steps_to_json
+from ..target import Target
+from ..version import __version__
+from .check import (
     check_costs,
     check_machine,
     check_target,
@@ -44,7 +51,7 @@ from .records_check import (
     replay_error,
     text,
 )
-from .records_io import (
+from .io import (
     FORMAT_VERSION,
     RecordError,
     RecordWarning,
@@ -60,16 +67,10 @@ from .records_io import (
     write_all,
     write_atomic,
 )
-from .records_io import check as check_found
-from .runner.compile import compile_shared
-from .runner.kernel import Kernel
-from .runner.load import load_kernel
-from .runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
-from .schedule.steps import Step, steps_to_json
-from .target import Target
+from .io import check as check_found
 
 if TYPE_CHECKING:
-    from .task import Task
+    from ..task import Task
 
 __all__ = [
     "FORMAT_VERSION",
@@ -145,8 +146,6 @@ class Record(Costs):
         machine: str = "",
     ) -> Record:
         """The record of measuring ``inp`` with result ``res``."""
-        from . import __version__
-
         wl = inp.task.workload
         return cls(
             workload=(wl.name, tuple(wl.args)),

@@ -28,15 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from .diagnostics import printable, warn
-from .dtypes import dtype as dtype_info
-from .emit_c import function_name
-from .ops import Workload
-from .records import Record, RecordWarning
-from .records_check import logged_target
-from .runner.kernel import ArgSpec
-from .target import Target
-from .task import Task
+from ..diagnostics import printable, warn
+from ..dtypes import dtype as dtype_info
+from ..emit_c import function_name
+from ..ops import Workload
+from ..runner.kernel import ArgSpec
+from ..target import Target
+from ..task import Task
+from .check import logged_target
+from .log import Record, RecordWarning
 
 #: relative tolerance by float dtype, as in the tuner's check; the absolute one is this times
 #: max(1, max |expected|). Other dtypes compare exactly.

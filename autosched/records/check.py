@@ -31,13 +31,14 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .diagnostics import printable
-from .ops.registry import Workload, WorkloadDef, registered
-from .records_io import RecordError
-from .target import OPTIONS, Target, TargetError, kind_options, target_kinds
+from ..diagnostics import printable
+from ..ops.registry import Workload, WorkloadDef, registered
+from ..schedule import Schedule
+from ..target import OPTIONS, Target, TargetError, kind_options, target_kinds
+from .io import RecordError
 
 if TYPE_CHECKING:
-    from .records import Record
+    from .log import Record
 
 __all__ = [
     "check_costs",
@@ -323,8 +324,6 @@ _REPLAYS: dict[tuple[str, Any], str | None] = {}
 def replay_error(record: Record) -> str | None:
     """Why the steps of ``record`` do not replay on its workload; None if they do, or if the
     workload is not registered here (it cannot be replayed, nor built)."""
-    from .schedule import Schedule  # the schedule layer is needed only here
-
     name, args = record.workload
     if registered(name) is None:
         return None
