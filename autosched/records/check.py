@@ -254,7 +254,7 @@ def logged_target(spec: str, cc: str | None = None) -> tuple[Target, str | None]
 #: (workload key, workload JSON text) -> (the workload as (name, args), its definition, why not)
 _CHECKED: dict[tuple[str, str], tuple[tuple[str, tuple[Any, ...]], WorkloadDef | None, str | None]] = {}
 #: workload key -> (the JSON value last checked with it, then as in _CHECKED): lines of one task
-#: share their decoded opening (see records_io.split_line), so this is hit by identity
+#: share their decoded opening (see io.split_line), so this is hit by identity
 _LAST: dict[str, tuple[Any, tuple[str, tuple[Any, ...]], WorkloadDef | None, str | None]] = {}
 
 

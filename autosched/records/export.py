@@ -272,7 +272,7 @@ _MAKE_WORD = re.compile(r"[A-Za-z0-9_.+/=,:@%-]+")
 
 def _make_words(words: list[str]) -> str:
     """Words as a Makefile variable value. Each must be of :data:`_MAKE_WORD` (targets read from a
-    log are checked to be: see :mod:`autosched.records_check`); anything else is refused."""
+    log are checked to be: see :mod:`autosched.records.check`); anything else is refused."""
     for word in words:
         if not _MAKE_WORD.fullmatch(word):
             raise ValueError(f"refusing to write {printable(word, 80)!r} into a Makefile: not a plain word")
@@ -330,7 +330,7 @@ def export_files(
     """The files :func:`export_kernel` writes, by name, as text (nothing is written).
 
     The record's target is read as a log's target must be (known options, values of a strict
-    form: :func:`~autosched.records_check.logged_target`), with the compiler ``cc`` (default:
+    form: :func:`~autosched.records.check.logged_target`), with the compiler ``cc`` (default:
     ``$CC``, else gcc) in place of the one the log names: a log never chooses the compiler. A
     differing compiler in the log is reported (a :class:`~autosched.records.RecordWarning` and a
     Makefile comment), never run. Raises ``ValueError`` (or a subclass: ``TargetError``,
