@@ -1,7 +1,13 @@
 """conv2d NCHW (N=1, C=64, H=W=56, K=64, 3x3, stride 1, pad 1): the hand-written schedule
 (autosched.ops.schedules.conv2d_nchw_cpu) against PyTorch CPU (oneDNN), side by side.
 
-    python benchmarks/bench_conv2d.py [--rounds 7] [--layer C H W K R stride pad]
+Both get one untimed warm-up call before each timed round. autosched writes into a preallocated
+output; PyTorch cannot: ``torch.nn.functional.conv2d`` takes no ``out=`` (aten's generated
+``convolution.out`` computes into a new tensor and copies it, which would cost PyTorch more), so
+PyTorch allocates its output on every call, as it does in real use. The run is appended to
+results/conv2d_C_H_W_K_R_STRIDE_PAD.json.
+
+    python benchmarks/bench_conv2d.py [--rounds 7] [--threads 1 2] [--layer C H W K R stride pad]
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import interleaved, median, print_table, wall_timer, write_results  # noqa: E402
+from common import interleaved, kernel_timer, median, print_table, wall_timer, write_results  # noqa: E402
 
 import autosched as asc  # noqa: E402
 from autosched.ops.schedules import conv2d_nchw_cpu  # noqa: E402
@@ -58,7 +64,7 @@ def main() -> None:
         torch_conv()
         times = interleaved(
             {
-                "autosched": lambda k=f, n=number: k.time(data, kernel, out, number=n, repeat=1)[0],
+                "autosched": kernel_timer(f, [data, kernel, out], number),
                 "pytorch": wall_timer(torch_conv, number),
             },
             args.rounds,
@@ -72,7 +78,8 @@ def main() -> None:
         }
     print_table(["threads", "autosched GFLOP/s", "PyTorch GFLOP/s", "autosched/PyTorch"], rows)
     path = write_results(
-        f"conv2d_{c}_{h}_{w}_{k}_{r}_{stride}_{pad}", {"torch": torch.__version__, "flops": flops, **record}
+        f"conv2d_{c}_{h}_{w}_{k}_{r}_{stride}_{pad}",
+        {"torch": torch.__version__, "flops": flops, "rounds": args.rounds, **record},
     )
     print(f"results: {path}")
 

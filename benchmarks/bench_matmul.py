@@ -1,7 +1,10 @@
 """float32 matmul: the hand-written schedule (autosched.ops.schedules.matmul_cpu) against numpy
 (OpenBLAS) on 1 and 2 threads, measured side by side; plus the untuned default schedule.
 
-    python benchmarks/bench_matmul.py [--size 1024] [--rounds 7]
+Like with like: both write into a preallocated output (``np.matmul(a, b, out=c)``), both get one
+untimed warm-up call before each timed round. The run is appended to results/matmul_SIZE.json.
+
+    python benchmarks/bench_matmul.py [--size 1024] [--rounds 7] [--threads 1 2]
 """
 
 from __future__ import annotations
@@ -13,7 +16,15 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import blas_info, interleaved, median, print_table, wall_timer, write_results  # noqa: E402
+from common import (  # noqa: E402
+    blas_info,
+    interleaved,
+    kernel_timer,
+    median,
+    print_table,
+    wall_timer,
+    write_results,
+)
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
@@ -31,6 +42,7 @@ def main() -> None:
     flops = wl.flops()
     a, b = wl.random_inputs(0)
     c = np.zeros((n, n), np.float32)
+    c_ref = np.zeros((n, n), np.float32)  # numpy's output, also preallocated
     print(f"matmul {n}x{n}x{n} float32; numpy BLAS: {blas_info()}")
     rows, record = [], {}
     for threads in args.threads:
@@ -43,8 +55,8 @@ def main() -> None:
         with threadpool_limits(threads):
             times = interleaved(
                 {
-                    "autosched": lambda k=kernel, n=number: k.time(a, b, c, number=n, repeat=1)[0],
-                    "numpy": wall_timer(lambda: a @ b, number),
+                    "autosched": kernel_timer(kernel, [a, b, c], number),
+                    "numpy": wall_timer(lambda: np.matmul(a, b, out=c_ref), number),
                 },
                 args.rounds,
             )
@@ -57,11 +69,14 @@ def main() -> None:
         }
     tensors = wl.tensors()
     naive = asc.build(asc.create_schedule(tensors[-1]), tensors, "c -num-threads=1")
+    naive(a, b, c)  # warm-up
     naive_s = median(naive.time(a, b, c, number=1, repeat=3))
     record["untuned_1_thread_s"] = naive_s
     print_table(["threads", "autosched GFLOP/s", "numpy GFLOP/s", "autosched/numpy"], rows)
     print(f"untuned default schedule, 1 thread: {flops / naive_s / 1e9:.2f} GFLOP/s")
-    path = write_results(f"matmul_{n}", {"blas": blas_info(), "flops": flops, **record})
+    np.testing.assert_allclose(c_ref, c, rtol=1e-3, atol=1e-3)  # the reference computed the same
+    payload = {"blas": blas_info(), "flops": flops, "rounds": args.rounds, **record}
+    path = write_results(f"matmul_{n}", payload)
     print(f"results: {path}")
 
 

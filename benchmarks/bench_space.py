@@ -1,11 +1,20 @@
-"""Generated search spaces: how fast programs are produced, and how good random ones are.
+"""Search spaces: how fast programs are produced, and how good random ones are.
 
 1. Throughput on one core: programs per second for sample + schedule + lower (+ emit), for matmul
    1024^3 and the ResNet layer conv2d (64,56,56,64,3,1,1).
-2. Quality: the best of N random programs from the generated space, measured (1 thread) side by
-   side with numpy/OpenBLAS (matmul) or PyTorch (conv2d) and the hand-written schedule.
+2. Quality: the best of N random programs from the space, measured (1 thread) side by side with
+   numpy/OpenBLAS (matmul) or PyTorch (conv2d) and the hand-written schedule (and, in the
+   generated space, the "space point": the program of the space that matches the hand-written
+   schedule; in the template space the hand-written schedule is itself a point).
 
-    python benchmarks/bench_space.py [--programs 300] [--seconds 5]
+``--space sketch`` (default) samples the generated space (Ansor sketches); ``--space template``
+samples distinct configurations of the knob templates (AutoTVM). Every candidate gets one untimed
+warm-up call before each timed round; numpy writes into a preallocated output (``out=``);
+PyTorch's conv2d has no ``out=`` and allocates its output. The run is appended to
+results/space.json (results/space_template.json for ``--space template``).
+
+    python benchmarks/bench_space.py [--programs 300] [--seconds 5] [--rounds 7]
+                                     [--space sketch|template] [--only matmul|conv2d]
 """
 
 from __future__ import annotations
@@ -23,7 +32,15 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import blas_info, interleaved, median, print_table, wall_timer, write_results  # noqa: E402
+from common import (  # noqa: E402
+    blas_info,
+    interleaved,
+    kernel_timer,
+    median,
+    print_table,
+    wall_timer,
+    write_results,
+)
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
@@ -34,6 +51,7 @@ from autosched.runner import BuildError, compile_shared  # noqa: E402
 from autosched.runner.load import load_kernel  # noqa: E402
 from autosched.space.annotate import Annotation  # noqa: E402
 from autosched.space.generated import SketchProgram, SketchSpace  # noqa: E402
+from autosched.space.templates import instantiate, template_space  # noqa: E402
 
 TARGET = "c -num-threads=1"
 CASES = {
@@ -80,16 +98,17 @@ SPACE_POINTS = {
 }
 
 
-def kernel_timer(kernel: object, arrays: list[np.ndarray]) -> Callable[[], float]:
-    """Seconds per call of a built kernel, timed in C."""
-    return lambda: kernel.time(*arrays, number=1, repeat=1, min_repeat_ms=100)[0]  # type: ignore[attr-defined]
+def timer(kernel: object, arrays: list[np.ndarray]) -> Callable[[], float]:
+    """Seconds per call of a built kernel, timed in C (repeats of at least 100 ms)."""
+    return kernel_timer(kernel, arrays, min_repeat_ms=100)
 
 
 def reference_timer(label: str, inputs: list[np.ndarray]) -> Callable[[], float]:
     """numpy's matmul or PyTorch's conv2d on the same inputs, one thread."""
     if label == "matmul":
         a, b = inputs
-        return wall_timer(lambda: a @ b, 20)
+        out = np.empty((a.shape[0], b.shape[1]), np.float32)
+        return wall_timer(lambda: np.matmul(a, b, out=out), 20)
     import torch
 
     torch.set_num_threads(1)
@@ -97,43 +116,62 @@ def reference_timer(label: str, inputs: list[np.ndarray]) -> Callable[[], float]
     return wall_timer(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), 50)
 
 
-def throughput(space: SketchSpace, seconds: float) -> tuple[float, float]:
+def sampler(kind: str, wl: asc.Workload) -> Callable[[random.Random], asc.Schedule]:
+    """A function drawing one random program of the ``kind`` space ("sketch" or "template")."""
+    if kind == "sketch":
+        space = SketchSpace(wl, TARGET)
+        return lambda rng: space.schedule(space.sample(rng))
+    configs = template_space(wl, TARGET)
+    return lambda rng: instantiate(wl, TARGET, configs.get(rng.randrange(configs.size)))
+
+
+def random_programs(kind: str, wl: asc.Workload, count: int, seed: int) -> list[asc.Schedule]:
+    """``count`` random programs: sketch samples, or distinct template configurations."""
+    if kind == "sketch":
+        draw, rng = sampler(kind, wl), random.Random(seed)
+        return [draw(rng) for _ in range(count)]
+    return [instantiate(wl, TARGET, cfg) for cfg in template_space(wl, TARGET).sample(seed, count)]
+
+
+def throughput(kind: str, wl: asc.Workload, seconds: float) -> tuple[float, float]:
     """Programs per second: (sample + schedule + lower, the same + emit)."""
     rng = random.Random(0)
-    tensors = space.workload.tensors()
+    draw, tensors, vector_bytes = sampler(kind, wl), wl.tensors(), asc.Target.parse(TARGET).vector_bytes or 16
     rates = []
     for with_emit in (False, True):
         n, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            func = lower(space.schedule(space.sample(rng)), tensors)
+            func = lower(draw(rng), tensors)
             if with_emit:
-                emit_c(func, 1, space.target.vector_bytes or 16)
+                emit_c(func, 1, vector_bytes)
             n += 1
         rates.append(n / (time.perf_counter() - t0))
     return rates[0], rates[1]
 
 
-def best_random(space: SketchSpace, count: int, inputs: list[np.ndarray]) -> tuple[float, int, object, float]:
-    """(seconds, errors, kernel, slowest build in seconds) of the fastest of ``count`` random programs."""
-    rng = random.Random(1)
-    wl, tensors = space.workload, space.workload.tensors()
-    sources = [
-        emit_c(lower(space.schedule(space.sample(rng)), tensors), 1, space.target.vector_bytes or 16)
-        for _ in range(count)
-    ]
+def best_random(
+    kind: str, wl: asc.Workload, count: int, inputs: list[np.ndarray]
+) -> tuple[float, int, object, float, float]:
+    """(seconds, errors, kernel) of the fastest of ``count`` random programs, the slowest build and
+    the wall time of building all of them (two at a time), in seconds."""
+    tensors, target = wl.tensors(), asc.Target.parse(TARGET)
+    programs = random_programs(kind, wl, count, seed=1)
+    sources = [emit_c(lower(s, tensors), 1, target.vector_bytes or 16) for s in programs]
 
     with tempfile.TemporaryDirectory() as cache:  # a fresh build cache: build times are real
 
         def build(src: str) -> tuple[Path | BuildError, float]:
             t0 = time.perf_counter()
             try:
-                lib: Path | BuildError = compile_shared(src, space.target, timeout=60, cache_dir=Path(cache))
+                lib: Path | BuildError = compile_shared(src, target, timeout=60, cache_dir=Path(cache))
             except BuildError as err:
                 lib = err
             return lib, time.perf_counter() - t0
 
+        start = time.perf_counter()
         with ThreadPoolExecutor(2) as pool:
             built = list(pool.map(build, sources))
+        build_wall = time.perf_counter() - start
         kernels = [
             lib
             if isinstance(lib, Exception)
@@ -155,7 +193,7 @@ def best_random(space: SketchSpace, count: int, inputs: list[np.ndarray]) -> tup
         t = kernel.time(*inputs, *outs, number=1, repeat=1, min_repeat_ms=10)[0]
         if t < best[0]:
             best = (t, kernel)
-    return best[0], errors, best[1], max(t for _, t in built)
+    return best[0], errors, best[1], max(t for _, t in built), build_wall
 
 
 def _specs(wl: asc.Workload) -> list:
@@ -170,29 +208,34 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=300, help="random programs built and timed per workload")
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each throughput measurement")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds of the final candidates")
+    ap.add_argument("--space", choices=["sketch", "template"], default="sketch", help="which space to sample")
+    ap.add_argument("--only", choices=sorted(CASES), help="one workload instead of both")
     args = ap.parse_args()
     rows, record = [], {}
     for label, ((name, wl_args), handwritten) in CASES.items():
+        if args.only not in (None, label):
+            continue
         wl = asc.get_workload(name, wl_args)
-        space = SketchSpace(wl, TARGET)
-        lower_rate, emit_rate = throughput(space, args.seconds)
+        lower_rate, emit_rate = throughput(args.space, wl, args.seconds)
         inputs = wl.random_inputs(0)
-        t_best, errors, best, slowest_build = best_random(space, args.programs, inputs)
+        t_best, errors, best, slowest_build, build_wall = best_random(args.space, wl, args.programs, inputs)
         tensors = wl.tensors()
         hand = asc.build(handwritten(tensors, TARGET), tensors, TARGET)
-        point = asc.build(space.schedule(SPACE_POINTS[label]), tensors, TARGET)
         outs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
-        candidates = {
-            "best random": kernel_timer(best, [*inputs, *outs]),
-            "space point": kernel_timer(point, [*inputs, *outs]),
-            "hand-written": kernel_timer(hand, [*inputs, *outs]),
-            REFERENCE[label]: reference_timer(label, inputs),
-        }
+        candidates = {"best random": timer(best, [*inputs, *outs])}
+        if args.space == "sketch":  # (a template space's hand-written point is the hand-written schedule)
+            point = asc.build(SketchSpace(wl, TARGET).schedule(SPACE_POINTS[label]), tensors, TARGET)
+            candidates["space point"] = timer(point, [*inputs, *outs])
+        candidates["hand-written"] = timer(hand, [*inputs, *outs])
+        candidates[REFERENCE[label]] = reference_timer(label, inputs)
         with threadpool_limits(1):
             times = interleaved(candidates, args.rounds)
         med = {k: median(v) for k, v in times.items()}
         ref_name = REFERENCE[label]
         flops = wl.flops()
+
+        gflops = {k: flops / t / 1e9 for k, t in med.items()}
+        vs_ref = {k: f"{med[ref_name] / t:.2f}" for k, t in med.items()}
         rows.append(
             [
                 label,
@@ -200,12 +243,10 @@ def main() -> None:
                 f"{emit_rate:.0f}",
                 f"{errors}/{args.programs}",
                 f"{slowest_build:.1f}",
-                flops / med["best random"] / 1e9,
-                flops / med["space point"] / 1e9,
-                flops / med["hand-written"] / 1e9,
-                flops / med[ref_name] / 1e9,
-                f"{med[ref_name] / med['best random']:.2f}",
-                f"{med[ref_name] / med['space point']:.2f}",
+                f"{build_wall:.0f}",
+                *(gflops.get(k, "-") for k in ("best random", "space point", "hand-written", ref_name)),
+                vs_ref["best random"],
+                vs_ref.get("space point", "-"),
             ]
         )
         record[label] = {
@@ -214,10 +255,12 @@ def main() -> None:
             "programs": args.programs,
             "errors": errors,
             "slowest_build_s": slowest_build,
+            "build_wall_s": build_wall,
             "seconds": times,
-            "sketches": [str(s) for s in space.sketches],
         }
-    print(f"1 thread; numpy BLAS: {blas_info()}")
+        if args.space == "sketch":
+            record[label]["sketches"] = [str(s) for s in SketchSpace(wl, TARGET).sketches]
+    print(f"{args.space} space, 1 thread; numpy BLAS: {blas_info()}")
     print_table(
         [
             "workload",
@@ -225,6 +268,7 @@ def main() -> None:
             "+emit/s",
             "errors",
             "slowest build s",
+            "all builds s",
             "best random",
             "space point",
             "hand-written",
@@ -238,7 +282,8 @@ def main() -> None:
         "(GFLOP/s; reference: numpy/OpenBLAS for matmul, PyTorch/oneDNN for conv2d; 'space point' is a "
         "program of the generated space written down by hand, see SPACE_POINTS)"
     )
-    print(f"results: {write_results('space', record)}")
+    payload = {"space": args.space, "rounds": args.rounds, "seconds": args.seconds, **record}
+    print(f"results: {write_results('space' if args.space == 'sketch' else 'space_template', payload)}")
 
 
 if __name__ == "__main__":

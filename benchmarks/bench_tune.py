@@ -5,9 +5,14 @@ For matmul 512^3 and the ResNet layer conv2d (64,56,56,64,3,1,1), on all cores o
    in benchmarks/results/logs/), reporting trials per minute and the share of wall time spent
    outside compile + run (the Python layers: sampling, lowering, emitting, logging; goal < 15%);
 2. the best program found, timed side by side with numpy/OpenBLAS (matmul) or PyTorch/oneDNN
-   (conv2d) on the same number of threads, interleaved rounds, medians.
+   (conv2d) on the same number of threads, interleaved rounds, medians. Both get one untimed
+   warm-up call before each timed round; numpy writes into a preallocated output (``out=``),
+   PyTorch's conv2d has no ``out=`` and allocates its output.
+
+The run is appended to results/tune.json (tune_CASE.json with ``--only``, or ``--results-name``).
 
     python benchmarks/bench_tune.py [--trials 1000] [--only matmul|conv2d] [--rounds 7]
+                                    [--log-dir DIR] [--results-name NAME]
 """
 
 from __future__ import annotations
@@ -22,7 +27,15 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import blas_info, interleaved, median, print_table, wall_timer, write_results  # noqa: E402
+from common import (  # noqa: E402
+    blas_info,
+    interleaved,
+    kernel_timer,
+    median,
+    print_table,
+    wall_timer,
+    write_results,
+)
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
@@ -40,7 +53,8 @@ def reference_timer(label: str, inputs: list[np.ndarray]) -> tuple[str, Callable
     """The library that does the same operation, as a timer (seconds per call)."""
     if label == "matmul":
         a, b = inputs
-        return "numpy", wall_timer(lambda: a @ b, 20)
+        out = np.empty((a.shape[0], b.shape[1]), np.float32)
+        return "numpy", wall_timer(lambda: np.matmul(a, b, out=out), 20)
     import torch
 
     torch.set_num_threads(THREADS)
@@ -65,7 +79,7 @@ def run_case(label: str, trials: int, rounds: int, logs: Path) -> dict[str, obje
     with threadpool_limits(THREADS):
         times = interleaved(
             {
-                "autosched": lambda: kernel.time(*inputs, *outputs, number=1, repeat=1, min_repeat_ms=100)[0],
+                "autosched": kernel_timer(kernel, [*inputs, *outputs], min_repeat_ms=100),
                 ref_name: ref_timer,
             },
             rounds,
@@ -97,6 +111,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(CASES))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--log-dir", type=Path, default=LOGS, help="where the (resumable) logs go")
+    parser.add_argument("--results-name", help="results/NAME.json to append to (default: tune or tune_CASE)")
     opts = parser.parse_args()
     print(f"threads {THREADS}; BLAS: {blas_info()}")
     labels = [label for label in CASES if opts.only in (None, label)]
@@ -110,8 +125,16 @@ def main() -> None:
             for r in rows
         ],
     )
-    path = write_results("tune" if opts.only is None else f"tune_{opts.only}",
-                         {"threads": THREADS, "blas": blas_info(), "rows": rows})
+    name = opts.results_name or ("tune" if opts.only is None else f"tune_{opts.only}")
+    payload = {
+        "threads": THREADS,
+        "blas": blas_info(),
+        "trials_requested": opts.trials,
+        "rounds": opts.rounds,
+        "kernel_cache": os.environ.get("AUTOSCHED_CACHE", "default"),
+        "rows": rows,
+    }
+    path = write_results(name, payload)
     print(f"\nresults: {path}")
 
 

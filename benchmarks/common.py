@@ -8,8 +8,9 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -18,11 +19,19 @@ BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 def clean_blas_env() -> None:
     """Re-run this process without the variables that force a slow OpenBLAS kernel.
 
-    Must be called before numpy is imported.
+    OpenBLAS reads them once, when numpy loads it: this must run before numpy is imported (it
+    raises otherwise). The new process gets the same interpreter options and arguments.
     """
+    if "numpy" in sys.modules:
+        raise RuntimeError("clean_blas_env() must be called before numpy is imported")
     if any(v in os.environ for v in BLAS_ENV):
         env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def blas_env() -> dict[str, str]:
+    """The OpenBLAS tuning variables set in this process (empty after :func:`clean_blas_env`)."""
+    return {v: os.environ[v] for v in BLAS_ENV if v in os.environ}
 
 
 def blas_info() -> str:
@@ -67,6 +76,20 @@ def interleaved(
     return out
 
 
+def kernel_timer(
+    kernel: Any, arrays: Sequence[Any], number: int = 1, min_repeat_ms: float = 0
+) -> Callable[[], float]:
+    """A timer for a built autosched kernel: seconds per call, timed in C (``Kernel.time``, one
+    repeat of ``number`` calls, or more calls until the repeat lasts ``min_repeat_ms``), after one
+    untimed warm-up call, like :func:`wall_timer` gives the reference libraries."""
+
+    def run() -> float:
+        kernel(*arrays)
+        return float(kernel.time(*arrays, number=number, repeat=1, min_repeat_ms=min_repeat_ms)[0])
+
+    return run
+
+
 def wall_timer(fn: Callable[[], object], number: int) -> Callable[[], float]:
     """A timer for a Python callable: seconds per call over ``number`` calls, after one untimed
     warm-up call (the reference libraries' thread pools and caches are cold after an idle pause)."""
@@ -85,19 +108,46 @@ def median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def write_results(name: str, payload: dict) -> Path:
-    """Write ``results/NAME.json`` with the date and machine added; return its path."""
-    RESULTS.mkdir(exist_ok=True)
-    payload = {
-        "benchmark": name,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+def machine() -> dict[str, object]:
+    """What a result was measured on: CPU model, cores, OS, Python and library versions."""
+    info: dict[str, object] = {
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
-        **payload,
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "blas_env": blas_env(),
     }
+    for module in ("numpy", "torch"):
+        if module in sys.modules:
+            info[module] = getattr(sys.modules[module], "__version__", "?")
+    return info
+
+
+def write_results(name: str, payload: dict[str, Any]) -> Path:
+    """Append this run (``payload`` with the date and the machine added) to ``results/NAME.json``.
+
+    The file holds a JSON list of runs, oldest first. A file in the older format (one run as a
+    single JSON object) becomes the first entry of the list. Returns the file's path.
+    """
+    RESULTS.mkdir(exist_ok=True)
+    run = {"benchmark": name, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), **machine(), **payload}
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=2) + "\n")
+    runs = load_results(path)
+    runs.append(run)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(runs, indent=2) + "\n")
+    os.replace(tmp, path)
     return path
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """The runs in a results file, oldest first ([] if there is none); old single-run files too."""
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    return data if isinstance(data, list) else [data]
 
 
 def print_table(headers: list[str], rows: list[list[object]]) -> None:

@@ -2,12 +2,18 @@
 
 Mark a test that needs a tool with ``@pytest.mark.requires("clang")`` (several names allowed); it
 is skipped, with the missing tool named, where the tool is absent. Known tools: see ``PROBES``.
+
+A test (or a fixture it uses) that runs a C compiler in the test process without a ``requires``
+marker naming a compiler fails: without the marker it would fail, not skip, where gcc is missing.
+(Compiles in worker processes, e.g. LocalBuilder's pool or a CLI subprocess, are not seen: mark
+those tests by hand.)
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -54,7 +60,11 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "jupyter": (lambda: _imports("nbclient") and _imports("ipykernel"), "pip install nbclient ipykernel"),
     "sshd": (lambda: shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
              "apt-get install openssh-server"),
+    "make": (lambda: shutil.which("make") is not None, "apt-get install make"),
 }
+
+#: The tools of PROBES that are C compilers.
+COMPILERS = frozenset({"gcc", "clang", "aarch64-linux-gnu-gcc"})
 
 
 @functools.cache
@@ -63,14 +73,59 @@ def has_tool(name: str) -> bool:
     return PROBES[name][0]()
 
 
+_declared: set[str] = set()  # the tools the running test's markers name
+_undeclared_compiles: list[str] = []  # compiler commands it ran without naming a compiler
+
+
+@pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip tests whose ``requires`` marker names a tool that is missing."""
+    _declared.clear()
+    _undeclared_compiles.clear()
     for marker in item.iter_markers("requires"):
         for name in marker.args:
             if name not in PROBES:
                 raise pytest.UsageError(f"requires({name!r}): unknown tool; known: {', '.join(PROBES)}")
+            _declared.add(name)
             if not has_tool(name):
                 pytest.skip(f"needs {name} ({PROBES[name][1]})")
+
+
+@pytest.fixture(autouse=True)
+def _compiler_needs_a_marker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that compiled C (itself or in a fixture) without a ``requires`` marker naming a
+    compiler."""
+    yield
+    if _undeclared_compiles:
+        compilers = ", ".join(dict.fromkeys(_undeclared_compiles))
+        _undeclared_compiles.clear()
+        pytest.fail(f"{request.node.nodeid} runs a C compiler ({compilers}) but has no "
+                    f"@pytest.mark.requires naming one of {', '.join(sorted(COMPILERS))}", pytrace=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _compiles_need_a_marker() -> Iterator[None]:
+    """Note every compiler command a test runs in this process without declaring a compiler."""
+    from autosched.runner import compile as compile_module
+
+    run, version = compile_module._run, compile_module.compiler_version
+
+    def note(cc: str) -> None:
+        if not _declared & COMPILERS and shutil.which(cc) is not None:
+            _undeclared_compiles.append(shlex.quote(cc))
+
+    def noted_run(command: list[str], timeout: float) -> None:  # every compile
+        note(command[0])
+        run(command, timeout)
+
+    def noted_version(cc: str) -> str:  # every compile_shared, also when its cache has the library
+        note(cc)
+        return version(cc)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compile_module, "_run", noted_run)
+        mp.setattr(compile_module, "compiler_version", noted_version)
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")

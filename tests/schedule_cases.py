@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from repro import reproducible
 
 import autosched as asc
 
@@ -1104,16 +1105,19 @@ def fresh_outputs(wl: asc.Workload) -> list[np.ndarray]:
 
 def check_against_reference(wl: asc.Workload, s: asc.Schedule, target: str = "c", seed: int = 0,
                             args: list[Any] | None = None) -> None:
-    """Build ``s``, run it on random inputs and compare every output with ``wl.reference``."""
-    tensors = args if args is not None else wl.tensors()
-    f = asc.build(s, tensors, target=target)
-    inputs = wl.random_inputs(seed)
-    saved = [a.copy() for a in inputs]
-    outs = fresh_outputs(wl)
-    f(*inputs, *outs)
-    for before, after in zip(saved, inputs, strict=True):
-        np.testing.assert_array_equal(after, before, err_msg="the kernel wrote to an input")
-    expected = wl.reference(*saved)
-    tol = tolerances(wl)
-    for t, got, want in zip(wl.outputs, outs, expected, strict=True):
-        np.testing.assert_allclose(got, want, err_msg=f"output {t.name} of {wl}", **tol)
+    """Build ``s``, run it on random inputs and compare every output with ``wl.reference``.
+
+    A failure names the workload, the target, the inputs' seed and the schedule's steps (JSON)."""
+    with reproducible(s.steps, workload=wl, target=target, inputs_seed=seed):
+        tensors = args if args is not None else wl.tensors()
+        f = asc.build(s, tensors, target=target)
+        inputs = wl.random_inputs(seed)
+        saved = [a.copy() for a in inputs]
+        outs = fresh_outputs(wl)
+        f(*inputs, *outs)
+        for before, after in zip(saved, inputs, strict=True):
+            np.testing.assert_array_equal(after, before, err_msg="the kernel wrote to an input")
+        expected = wl.reference(*saved)
+        tol = tolerances(wl)
+        for t, got, want in zip(wl.outputs, outs, expected, strict=True):
+            np.testing.assert_allclose(got, want, err_msg=f"output {t.name} of {wl}", **tol)

@@ -122,6 +122,7 @@ BAD_CALLS: dict[str, tuple[Callable[[np.ndarray, np.ndarray, np.ndarray], tuple[
 }
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("case", list(BAD_CALLS))
 def test_bad_arrays_raise_before_c_runs(add_kernel: Kernel, case: str) -> None:
     make, exc, words = BAD_CALLS[case]
@@ -138,6 +139,7 @@ def test_bad_arrays_raise_before_c_runs(add_kernel: Kernel, case: str) -> None:
     np.testing.assert_array_equal(b, b0)
 
 
+@pytest.mark.requires("gcc")
 def test_errors_name_the_argument(add_kernel: Kernel) -> None:
     a, b, c = _fresh()
     with pytest.raises(TypeError, match="'B'"):
@@ -146,6 +148,7 @@ def test_errors_name_the_argument(add_kernel: Kernel) -> None:
         add_kernel(a, b, c[:, :3])
 
 
+@pytest.mark.requires("gcc")
 def test_output_overlapping_an_input_view_is_refused(add_kernel: Kernel) -> None:
     """A partial overlap (the output is a window of the same buffer as an input) also counts."""
     big = np.zeros((12, 6), np.float32)
@@ -156,12 +159,14 @@ def test_output_overlapping_an_input_view_is_refused(add_kernel: Kernel) -> None
     np.testing.assert_array_equal(big, 0)
 
 
+@pytest.mark.requires("gcc")
 def test_inputs_may_alias_each_other(add_kernel: Kernel) -> None:
     a, _, c = _fresh()
     add_kernel(a, a, c)
     np.testing.assert_allclose(c, 3 * a, rtol=1e-6)
 
 
+@pytest.mark.requires("gcc")
 def test_contiguous_arrays_that_are_not_vector_aligned(add_kernel: Kernel) -> None:
     """Views one element into a buffer are C-contiguous but not 16/32/64-byte aligned."""
     buf = np.random.default_rng(1).uniform(-1, 1, 3 * 36 + 3).astype(np.float32)
@@ -223,6 +228,7 @@ def test_missing_compiler_says_what_to_install(tmp_path: Path) -> None:
 # The build cache
 
 
+@pytest.mark.requires("gcc")
 def test_building_twice_hits_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     s, args = _add(10)
     target = Target.parse("c")
@@ -354,6 +360,7 @@ def _two_outputs() -> tuple[asc.Schedule, asc.Tensor, asc.Tensor, asc.Tensor]:
     return asc.create_schedule([Y1, Y2]), X, Y1, Y2
 
 
+@pytest.mark.requires("gcc")
 def test_multi_output_kernel_writes_every_output() -> None:
     s, X, Y1, Y2 = _two_outputs()
     f = build(s, [X, Y1, Y2])
@@ -392,6 +399,7 @@ def test_repeated_argument_is_refused() -> None:
         asc.lower(s, [args[0], args[0], args[1], args[2]])
 
 
+@pytest.mark.requires("gcc")
 def test_intermediate_stage_passed_as_an_argument_is_written_so_it_is_an_output() -> None:
     """A root intermediate (softmax's ``maxelem``) in the argument list is computed into the
     caller's array, so the kernel must treat it as an output: a read-only array is refused, not
@@ -465,6 +473,7 @@ def _has_if(s: Stmt) -> bool:
     return False
 
 
+@pytest.mark.requires("gcc")
 def test_main_partition_of_an_odd_matmul_has_no_guard_in_the_vector_loop() -> None:
     s, args = _tiled_matmul(127, 255, 63)
     func: PrimFunc = asc.lower(s, args)
@@ -494,6 +503,7 @@ def _conv_with_root_pad() -> tuple[asc.Workload, asc.Schedule, list[asc.Tensor]]
     return wl, asc.create_schedule(tensors[-1]), tensors
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("op", ["softmax", "conv2d_pad"])
 def test_heap_temporaries_run_again_and_again(op: str) -> None:
     if op == "softmax":
@@ -541,6 +551,7 @@ print("survived")
 """
 
 
+@pytest.mark.requires("gcc")
 def test_dropping_a_parallel_kernel_does_not_crash_the_process(tmp_path: Path) -> None:
     """Build, run and drop a kernel with an OpenMP loop, again and again (in a child process,
     so that a crash fails this test only)."""
@@ -550,6 +561,7 @@ def test_dropping_a_parallel_kernel_does_not_crash_the_process(tmp_path: Path) -
     assert proc.returncode == 0 and "survived" in proc.stdout, (proc.returncode, proc.stderr[-3000:])
 
 
+@pytest.mark.requires("gcc")
 def test_kernels_are_independent_of_each_other() -> None:
     """Two kernels from the same schedule with different names, and a rebuilt one, all agree."""
     s, args = _add(9)

@@ -425,6 +425,7 @@ def run_built(case: Case, **kw: str) -> list[np.ndarray]:
 # Compiles cleanly, runs correctly
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", list(CASES))
 def test_gcc_compiles_without_warnings(name: str, tmp_path: Path) -> None:
     case = CASES[name]()
@@ -443,12 +444,14 @@ def test_clang_compiles_without_warnings(name: str, tmp_path: Path) -> None:
     compile_strict(asc.emit(case.sched, case.args, target=target), target, tmp_path)
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", list(CASES))
 def test_kernel_matches_numpy(name: str) -> None:
     case = CASES[name]()
     case.check(run_built(case))
 
 
+@pytest.mark.requires("gcc")
 def test_vector_widths_wider_than_the_cpu_still_compile_cleanly(tmp_path: Path) -> None:
     """-vector-bytes=64 on a CPU without AVX-512 (and 32 without AVX): GCC's vector extensions
     allow any width, so the emitted helpers must not trip -Wpsabi under -Werror."""
@@ -544,6 +547,7 @@ def run_portable(case: Case, tmp_path: Path, func: str = "portable_kernel") -> l
     return outs
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", PORTABLE_CASES)
 def test_portable_source_is_strict_c99(name: str, tmp_path: Path) -> None:
     case = CASES[name]()
@@ -554,6 +558,7 @@ def test_portable_source_is_strict_c99(name: str, tmp_path: Path) -> None:
     _gcc([*PORTABLE_FLAGS, "-O2", "-c", "-o", "kernel.o", "kernel.c"], tmp_path)
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", PORTABLE_CASES)
 def test_portable_source_with_handwritten_main_matches_numpy(name: str, tmp_path: Path) -> None:
     case = CASES[name]()
@@ -620,6 +625,7 @@ def _assert_not_in_code(src: str, name: str) -> None:
         assert name not in src, name
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=[ascii(n)[1:-1][:30] for n in HOSTILE_NAMES])
 def test_hostile_tensor_names(name: str, tmp_path: Path) -> None:
     s, args, case = _elementwise(name, name + "?out")
@@ -634,6 +640,7 @@ def test_hostile_tensor_names(name: str, tmp_path: Path) -> None:
     case.check(run_built(case))
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", TAKEN_IDENTIFIERS)
 def test_tensor_names_that_are_taken_identifiers(name: str, tmp_path: Path) -> None:
     s, args, case = _elementwise(name, "Y")
@@ -641,6 +648,7 @@ def test_tensor_names_that_are_taken_identifiers(name: str, tmp_path: Path) -> N
     case.check(run_built(case))
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("names", [("a.b", "a_b"), ("é", "ü"), ("x-1", "x+1"), ("A", "a")])
 def test_names_that_sanitize_alike_stay_distinct(names: tuple[str, str], tmp_path: Path) -> None:
     X1 = asc.placeholder((3, 8), name=names[0])
@@ -656,6 +664,7 @@ def test_names_that_sanitize_alike_stay_distinct(names: tuple[str, str], tmp_pat
     case.check(run_built(case))
 
 
+@pytest.mark.requires("gcc")
 def test_tensor_named_like_the_function_and_like_loop_variables(tmp_path: Path) -> None:
     X = asc.placeholder((4, 6), name="default_function")
     Z = asc.placeholder((4, 6), name="Y_i")  # what loop variable Y.i becomes in C
@@ -672,6 +681,7 @@ HOSTILE_FUNCTION_NAMES = ['A; system("rm -rf /"); //', "int", "1abc", "my kernel
 TAKEN_FUNCTION_NAMES = ["exp", "free", "time", "r", "linux"]
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize("func", HOSTILE_FUNCTION_NAMES + TAKEN_FUNCTION_NAMES,
                          ids=[ascii(n)[1:-1][:30] for n in HOSTILE_FUNCTION_NAMES + TAKEN_FUNCTION_NAMES])
 def test_hostile_function_names(func: str, tmp_path: Path) -> None:
@@ -691,6 +701,7 @@ def test_hostile_function_names(func: str, tmp_path: Path) -> None:
     case.check(outs)
 
 
+@pytest.mark.requires("gcc")
 def test_first_line_is_a_comment_and_the_symbol_loads() -> None:
     s, args, case = _elementwise("X", "Y")
     for func in ("my kernel!", "*/ int evil; /*", "x\n#include <stdio.h>"):
@@ -707,6 +718,7 @@ def test_first_line_is_a_comment_and_the_symbol_loads() -> None:
     assert f"int {f.name}(" in asc.emit(s, args, name="my kernel!")
 
 
+@pytest.mark.requires("gcc")
 def test_gcc_if_conversion_workaround() -> None:
     """A padded conv whose padding is inlined (a guarded load inside the reduction): gcc 12.2 with
     -O3 -march=native on AVX-512 computed wrong values until the C target turned off loop

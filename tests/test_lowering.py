@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import autosched as asc
 from autosched.emit_c.vector import chunks_of
@@ -96,6 +97,7 @@ def test_vector_chunks_cover_any_extent() -> None:
     assert sum(chunks_of(61, 16)) == 61
 
 
+@pytest.mark.requires("gcc")
 def test_reduction_where_does_not_skip_the_init() -> None:
     X = asc.placeholder((6, 5), name="X")
     r = asc.reduce_axis(5, "r")
@@ -117,6 +119,7 @@ def test_auto_unroll_pragma_unrolls_small_inner_nests() -> None:
     assert [lp.extent for lp in loops] == [16]  # the 4-iteration inner loop became straight code
 
 
+@pytest.mark.requires("gcc")
 def test_auto_unroll_pragma_on_a_loop_of_one_iteration_still_applies() -> None:
     """A pragma on a loop that is not emitted (extent 1) goes to the loops inside it."""
     A = asc.placeholder((1, 8), name="A")
@@ -156,6 +159,7 @@ def test_auto_unroll_expands_small_nests_and_hints_innermost_larger_ones() -> No
     assert kinds == {"B.a.outer": "serial", "B.b.outer": "serial", "B.a.inner": "serial"}  # 24 > 16
 
 
+@pytest.mark.requires("gcc")
 def test_unrolled_copies_decide_their_guards() -> None:
     """Copies of unrolled loops fix their variables: guards and selects that depend on them are
     decided per copy (a padded copy becomes plain loads and zeros), and the program computes the

@@ -167,9 +167,7 @@ BROKEN = {
 def test_broken_kernel_costs_one_candidate(libs: dict[str, str], name: str, error: Err, message: str) -> None:
     inputs = [MeasureInput(VADD, ())] * 3
     with LocalRunner(FAST) as runner:
-        start = time.perf_counter()
         bad, good, again = runner.run(inputs, [built(libs, name), built(libs, "good"), built(libs, name)])
-        assert time.perf_counter() - start < 10
     assert bad.error_no == error and re.search(message, bad.error_msg), bad.error_msg
     assert bad.costs == () and bad.all_cost >= 0.01
     assert good.ok and len(good.costs) == 2, good.error_msg

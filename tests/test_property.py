@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from random_schedules import DRAWERS, draw_conv2d, draw_matmul, kind, leaf_names
+from repro import describe
 from schedule_cases import check_against_reference
 
 import autosched as asc
@@ -37,7 +38,7 @@ PROPERTY = settings(max_examples=30, deadline=None, derandomize=True, database=N
 @given(data=st.data())
 def test_random_matmul_schedule_matches_reference(data: st.DataObject) -> None:
     wl, s, target = draw_matmul(data.draw)
-    note(f"{wl} on {target}: {s.steps}")
+    note(describe(s.steps, workload=wl, target=target))
     check_against_reference(wl, s, target)
 
 
@@ -45,7 +46,7 @@ def test_random_matmul_schedule_matches_reference(data: st.DataObject) -> None:
 @given(data=st.data())
 def test_random_conv2d_schedule_matches_reference(data: st.DataObject) -> None:
     wl, s, target = draw_conv2d(data.draw)
-    note(f"{wl} on {target}: {s.steps}")
+    note(describe(s.steps, workload=wl, target=target))
     check_against_reference(wl, s, target)
 
 
@@ -604,5 +605,5 @@ def test_random_illegal_step_after_legal_prefix(data: st.DataObject, op: str) ->
     requests = _illegal_requests(s, stage, output)
     name = data.draw(st.sampled_from(sorted(requests)), label="illegal request")
     request, words = requests[name]
-    note(f"{wl}: {s.steps}; then {name} on {stage.name}")
+    note(f"{describe(s.steps, workload=wl, target=target)}; then {name} on {stage.name}")
     assert_rejected(s, args, request, words)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from random_schedules import DRAWERS
+from repro import describe
 from schedule_cases import CASES, Case
 
 import autosched as asc
@@ -62,7 +63,7 @@ def test_portable_source_replays_identically(case: Case) -> None:
 @given(data=st.data(), op=st.sampled_from(sorted(DRAWERS)))
 def test_random_schedule_replays_identically(data: st.DataObject, op: str) -> None:
     wl, s, target = DRAWERS[op](data.draw)
-    note(f"{wl}: {s.steps}")
+    note(describe(s.steps, workload=wl, target=target))
     assert_replays(wl, s, target)
 
 

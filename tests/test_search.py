@@ -91,12 +91,20 @@ def test_random_tuner_is_reproducible_with_a_seed() -> None:
 
 
 def test_best_is_the_lowest_valid_median() -> None:
+    """Errors never become the best, not even a wrong answer whose costs are the fastest seen."""
+
+    def measure(candidates: list[Candidate]) -> list[MeasureResult]:
+        out = fake_measure(candidates)
+        out[0] = MeasureResult((1e-9,), MeasureErrorNo.WRONG_ANSWER, "fake")  # first of each batch
+        return out
+
     tuner = RandomTuner(TASK, make_space(TASK, "sketch"), seed=3)
-    results: list[MeasureResult] = []
-    tuner.tune(16, fake_measure, batch_size=8, callbacks=[lambda t, c, r: results.extend(r)])
-    valid = [r.median for r in results if r.ok]
-    assert tuner.best_cost == min(valid)
-    assert any(not r.ok for r in results) or len(valid) == 16
+    seen: list[tuple[Candidate, MeasureResult]] = []
+    tuner.tune(16, measure, batch_size=8, callbacks=[lambda t, c, r: seen.extend(zip(c, r, strict=True))])
+    valid = sorted((r.median, steps_key(c.steps)) for c, r in seen if r.ok)
+    assert len(seen) == 16 and 2 <= 16 - len(valid) < 16  # both kinds, so the choice is tested
+    assert tuner.best_cost == valid[0][0] and tuner.best_cost > 1e-9
+    assert tuner.best_candidate is not None and steps_key(tuner.best_candidate.steps) == valid[0][1]
 
 
 def test_grid_tuner_walks_in_index_order_and_skips_invalid_points() -> None:

@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from repro import reproducible, stable_seed
 
 import autosched as asc
 from autosched.expr import Expr, Var
@@ -35,14 +36,20 @@ WORKLOADS = [
 ]
 
 
-def check(wl: asc.Workload, sched: asc.Schedule, seed: int) -> None:
-    f = asc.build(sched, wl.tensors(), TARGET)
-    inputs = wl.random_inputs(seed)
-    outs = [np.full(t.shape, np.nan, t.dtype) for t in wl.outputs]
-    f(*inputs, *outs)
-    for got, want in zip(outs, wl.reference(*inputs), strict=True):
-        scale = max(1.0, float(np.abs(want).max()))
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+def check(wl: asc.Workload, sched: asc.Schedule, inputs_seed: int, seed: int | None = None,
+          **context: object) -> None:
+    """Build ``sched``, run it on inputs drawn with ``inputs_seed``, compare with the reference.
+
+    A failure names ``seed`` (of the random programs), the workload, the inputs' seed, ``context``
+    (which program of the sequence) and the program's steps."""
+    with reproducible(sched.steps, seed, workload=wl, inputs_seed=inputs_seed, **context):
+        f = asc.build(sched, wl.tensors(), TARGET)
+        inputs = wl.random_inputs(inputs_seed)
+        outs = [np.full(t.shape, np.nan, t.dtype) for t in wl.outputs]
+        f(*inputs, *outs)
+        for got, want in zip(outs, wl.reference(*inputs), strict=True):
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
 
 
 def test_sketches_follow_the_derivation_rules() -> None:
@@ -59,13 +66,15 @@ def test_sketches_follow_the_derivation_rules() -> None:
     assert any("expsum: rfactor" in s for s in softmax)
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize(("name", "args"), WORKLOADS, ids=[f"{n}{a}" for n, a in WORKLOADS])
 def test_sampled_programs_are_valid_and_correct(name: str, args: tuple) -> None:
     wl = asc.get_workload(name, args)
     space = SketchSpace(wl, TARGET)
-    rng = random.Random(hash((name, args)) & 0xFFFF)
+    seed = stable_seed(name, args)  # not hash(): that is salted per process
+    rng = random.Random(seed)
     for i in range(SAMPLES):
-        check(wl, space.schedule(space.sample(rng)), i)
+        check(wl, space.schedule(space.sample(rng)), i, seed=seed, sample=i)
 
 
 @pytest.mark.parametrize(("name", "args"), WORKLOADS[:6], ids=[f"{n}{a}" for n, a in WORKLOADS[:6]])
@@ -73,18 +82,20 @@ def test_programs_replay_from_json_to_the_same_source(name: str, args: tuple) ->
     wl = asc.get_workload(name, args)
     space = SketchSpace(wl, TARGET)
     rng = random.Random(7)
-    for _ in range(40):
+    for i in range(40):
         program = space.sample(rng)
         sched = space.schedule(program)
-        text = json.dumps(asc.steps_to_json(sched.steps))
-        fresh = asc.get_workload(name, args)
-        replayed = asc.Schedule.replay(fresh.outputs, asc.steps_from_json(json.loads(text)))
-        assert asc.emit(replayed, fresh.tensors(), TARGET) == asc.emit(sched, wl.tensors(), TARGET)
-        text = json.dumps(program.annotation.to_json())
-        again = SketchProgram(program.sketch, Annotation.from_json(json.loads(text)))
-        assert space.steps(again) == tuple(sched.steps)
+        with reproducible(sched.steps, seed=7, sample=i, workload=wl):
+            text = json.dumps(asc.steps_to_json(sched.steps))
+            fresh = asc.get_workload(name, args)
+            replayed = asc.Schedule.replay(fresh.outputs, asc.steps_from_json(json.loads(text)))
+            assert asc.emit(replayed, fresh.tensors(), TARGET) == asc.emit(sched, wl.tensors(), TARGET)
+            text = json.dumps(program.annotation.to_json())
+            again = SketchProgram(program.sketch, Annotation.from_json(json.loads(text)))
+            assert space.steps(again) == tuple(sched.steps)
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize(("name", "args"), WORKLOADS[:8], ids=[f"{n}{a}" for n, a in WORKLOADS[:8]])
 def test_mutation_and_crossover_keep_programs_valid(name: str, args: tuple) -> None:
     wl = asc.get_workload(name, args)
@@ -94,7 +105,7 @@ def test_mutation_and_crossover_keep_programs_valid(name: str, args: tuple) -> N
     for i in range(60):
         parent = rng.choice(population)
         child = space.mutate(parent, rng) if i % 3 else space.crossover(parent, rng.choice(population), rng)
-        check(wl, space.schedule(child), i)
+        check(wl, space.schedule(child), i, seed=11, generation=i)
         population[rng.randrange(len(population))] = child
 
 
@@ -122,6 +133,7 @@ def test_tile_factors_are_any_factorization() -> None:
     assert len(seen) > 20
 
 
+@pytest.mark.requires("gcc")
 def test_generated_space_of_a_user_defined_operator() -> None:
     """A fused matmul + bias + GELU-like epilogue and a 1-D stencil, written here, never registered
     as built-ins: their spaces come from the DAG alone."""
@@ -155,7 +167,7 @@ def test_generated_space_of_a_user_defined_operator() -> None:
         wl = asc.get_workload(name, args)
         space = SketchSpace(wl, TARGET)
         for i in range(40):
-            check(wl, space.schedule(space.sample(rng)), i)
+            check(wl, space.schedule(space.sample(rng)), i, seed=5)
 
 
 def _key(program: SketchProgram) -> str:
@@ -187,6 +199,7 @@ def test_grid_order_varies_the_cheapest_knob_first() -> None:
     assert fifth.unroll["C"] == 0 and fifth.vectorize["C"] != first.vectorize["C"]
 
 
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize(("name", "args"), [WORKLOADS[0], WORKLOADS[4], WORKLOADS[7]])
 def test_grid_points_build_and_compute_the_reference(name: str, args: tuple) -> None:
     wl = asc.get_workload(name, args)
@@ -194,10 +207,10 @@ def test_grid_points_build_and_compute_the_reference(name: str, args: tuple) -> 
     size = space.grid_size()
     rng = random.Random(4)
     indices = [0, size - 1, *(rng.randrange(size) for _ in range(40))]
-    valid = [space.grid_point(i) for i in indices if space.is_valid(space.grid_point(i))]
+    valid = [(index, space.grid_point(index)) for index in indices if space.is_valid(space.grid_point(index))]
     assert len(valid) >= 10
-    for i, program in enumerate(valid[:6]):
-        check(wl, space.schedule(program), i)
+    for i, (index, program) in enumerate(valid[:6]):
+        check(wl, space.schedule(program), i, grid_index=index)
 
 
 def test_is_valid_flags_what_sampling_never_draws() -> None:

@@ -14,10 +14,12 @@ import re
 
 import numpy as np
 import pytest
+from repro import reproducible
 from schedule_cases import check_against_reference
 
 import autosched as asc
 from autosched.ops.schedules import conv2d_nchw_cpu, matmul_cpu
+from autosched.schedule.steps import AnnotateStep, SplitStep
 from autosched.space.knobs import AnnotateEntity, ConfigEntity, ConfigSpace, SplitEntity
 from autosched.space.templates import (
     get_template,
@@ -153,6 +155,7 @@ def test_sample_draws_distinct_configs() -> None:
     assert len({c.index for c in big.sample(1, 100)}) == 100
 
 
+@pytest.mark.requires("gcc")
 def test_entities_apply_to_a_schedule() -> None:
     wl = asc.get_workload("matmul", (37, 29, 23))
     space = ConfigSpace()
@@ -226,12 +229,13 @@ def test_sampled_configs_are_valid_correct_and_replayable(case: str, shape: str,
     fresh = asc.get_workload(name, args)  # its own tensors: replay must not need the original DAG
     for pos, cfg in enumerate(configs, start=chunk * CHUNK):
         s = instantiate(wl, TARGET, cfg)
-        source = asc.emit(s, wl.tensors(), TARGET)
-        steps = asc.steps_from_json(json.loads(json.dumps(asc.steps_to_json(s.steps))))
-        again = asc.Schedule.replay(fresh.outputs, steps)
-        assert asc.emit(again, fresh.tensors(), TARGET) == source, cfg
-        if pos % every == 0:
-            check_against_reference(wl, s, TARGET)
+        with reproducible(s.steps, seed=2026, sample=pos, config=cfg.to_dict()):
+            source = asc.emit(s, wl.tensors(), TARGET)
+            steps = asc.steps_from_json(json.loads(json.dumps(asc.steps_to_json(s.steps))))
+            again = asc.Schedule.replay(fresh.outputs, steps)
+            assert asc.emit(again, fresh.tensors(), TARGET) == source, cfg
+            if pos % every == 0:
+                check_against_reference(wl, s, TARGET)
 
 
 def test_instantiate_takes_an_index_or_knob_values() -> None:
@@ -243,6 +247,7 @@ def test_instantiate_takes_an_index_or_knob_values() -> None:
     assert by_entity.steps == by_index.steps == by_values.steps
 
 
+@pytest.mark.requires("gcc")
 def test_a_user_template_for_a_user_workload() -> None:
     @asc.workload("test.scale_rows", override=True)
     def scale_rows(n: int, m: int) -> list[asc.Tensor]:
@@ -265,8 +270,16 @@ def test_a_user_template_for_a_user_workload() -> None:
     wl = asc.get_workload("test.scale_rows", (5, 40))
     space = template_space(wl, TARGET)
     assert space.knobs == {"tile_j": 6, "vectorize": 2}
-    for cfg in space:
-        assert asc.lower(instantiate(wl, TARGET, cfg), wl.tensors())
+    factors = set()
+    for cfg in space:  # each config is the program its knobs say, and computes the reference
+        s = instantiate(wl, TARGET, cfg)
+        (split,) = [st for st in s.steps if isinstance(st, SplitStep)]
+        assert (split.stage, split.axis, split.factor) == ("Y", "j", cfg["tile_j"].size[-1])
+        vectorized = [st.axis for st in s.steps if isinstance(st, AnnotateStep)]
+        assert vectorized == (["j.inner"] if cfg["vectorize"].val else [])
+        factors.add(split.factor)
+        check_against_reference(wl, s, TARGET)
+    assert factors == {1, 2, 4, 8, 16, 32}
 
 
 def test_space_sizes_are_listed(capsys: pytest.CaptureFixture[str]) -> None:

@@ -124,7 +124,8 @@ def test_sigkill_in_the_middle_then_resume_loses_nothing(tmp_path: Path) -> None
     after = load_records(log)
     keys = [r.program_key for r in after]
     assert len(keys) == 40 and len(set(keys)) == 40
-    assert all(after_r == before[after_r.program_key] for after_r in after if after_r.program_key in before)
+    assert keys[: len(before)] == list(before)  # the killed run's records, first and unchanged
+    assert all(after_r == before[after_r.program_key] for after_r in after[: len(before)])
 
 
 def test_cli_tune_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
