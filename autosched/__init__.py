@@ -54,13 +54,12 @@ from .ops import Workload, get_workload, list_workloads, workload
 from .records import load_records
 from .runner.measure import MeasureErrorNo, MeasureOption
 from .schedule import Schedule, ScheduleError, Stage, create_schedule, thread_axis
+from .schedule.steps import Step, steps_from_json, steps_to_json
 from .search import TuneResult, tune
-from .steps import Step, steps_from_json, steps_to_json
 from .target import Target, TargetError
 from .task import Task
 from .thread_pools import share_cores
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "AutoschedWarning",

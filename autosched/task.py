@@ -15,7 +15,7 @@ from .lower import lower
 from .ops import Workload, get_workload
 from .runner.kernel import ArgSpec
 from .schedule import Schedule
-from .steps import Step
+from .schedule.steps import Step
 from .target import Target
 
 #: the C name every tuned kernel gets (exported kernels are renamed by the exporter)

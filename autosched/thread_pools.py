@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .diagnostics import warn
+
 __all__ = ["loaded_thread_pools", "share_cores"]
 
 #: library name fragments in /proc/self/maps -> the pool they are
@@ -51,8 +53,6 @@ def share_cores() -> list[str]:
             os.environ.setdefault(name, value)
         late += sorted(pool for pool in loaded if pool.startswith(family))
     if late:
-        from .diagnostics import warn
-
         warn(
             f"share_cores() came after {', '.join(late)} was loaded, which keeps its spinning idle "
             "threads: call it before importing numpy, or set AUTOSCHED_SHARE_CORES=1 (or "

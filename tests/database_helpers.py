@@ -15,7 +15,7 @@ import autosched as asc
 from autosched.database import target_slug
 from autosched.records import Record, append_records
 from autosched.runner.measure import MeasureErrorNo
-from autosched.steps import SplitStep
+from autosched.schedule.steps import SplitStep
 
 TARGET = "c -num-threads=1"
 OTHER_MACHINE = "x86_64-000000000000"

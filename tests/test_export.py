@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from autosched.cli import main
-from autosched.export import export_kernel
 from autosched.records import Record
+from autosched.records.export import export_kernel
 from autosched.runner import elf_machine
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.schedule.steps import Step
 from autosched.space.generated import SketchSpace
-from autosched.steps import Step
 from autosched.task import Task
 
 #: keeps `make run` short: each timed repeat lasts 1 ms instead of 20

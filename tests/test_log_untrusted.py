@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
-from autosched.export import _make_words, export_files, export_kernel
 from autosched.records import NoRecordError, Record, RecordError, RecordWarning, load_best, load_records
+from autosched.records.export import _make_words, export_files, export_kernel
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.search import tune
 from autosched.space.generated import SketchSpace

@@ -30,8 +30,8 @@ from autosched.runner import (
     measure_batch,
 )
 from autosched.runner.worker import compare
+from autosched.schedule.steps import SplitStep
 from autosched.space.generated import SketchSpace
-from autosched.steps import SplitStep
 from autosched.target import Target
 from autosched.task import Task
 

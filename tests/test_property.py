@@ -23,7 +23,7 @@ from repro import describe
 from schedule_cases import check_against_reference
 
 import autosched as asc
-from autosched import steps as S
+from autosched.schedule import steps as S
 
 pytestmark = pytest.mark.requires("gcc")
 

@@ -26,10 +26,10 @@ from autosched.records import (
     load_records,
     steps_key,
 )
-from autosched.records_io import open_log, write_atomic
+from autosched.records.io import open_log, write_atomic
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.schedule.steps import AnnotateStep, CacheReadStep, ReorderStep, SplitStep, Step, steps_to_json
 from autosched.space.generated import SketchSpace
-from autosched.steps import AnnotateStep, CacheReadStep, ReorderStep, SplitStep, Step, steps_to_json
 from autosched.target import Target
 from autosched.task import Task
 

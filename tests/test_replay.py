@@ -19,7 +19,7 @@ from repro import describe
 from schedule_cases import CASES, Case
 
 import autosched as asc
-from autosched import steps as S
+from autosched.schedule import steps as S
 
 
 def roundtrip(steps: list[asc.Step]) -> tuple[asc.Step, ...]:

@@ -15,7 +15,7 @@ from autosched.cli import main
 from autosched.ops import Workload
 from autosched.ops.registry import registered
 from autosched.records import Record, load_records
-from autosched.report import report_table, summarize, tuning_curve, write_report
+from autosched.records.report import report_table, summarize, tuning_curve, write_report
 from autosched.runner.measure import MeasureErrorNo
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,7 @@ import pytest
 from repro import describe, reproducible, stable_seed
 
 import autosched as asc
-from autosched.steps import AnnotateStep, SplitStep
+from autosched.schedule.steps import AnnotateStep, SplitStep
 
 PARTS = ("matmul", (37, 29, 23))
 PRINT_SEEDS = f"""

@@ -13,6 +13,7 @@ import pytest
 
 from autosched.records import steps_key
 from autosched.runner.measure import MeasureErrorNo, MeasureResult
+from autosched.schedule.steps import SplitStep
 from autosched.search import (
     Candidate,
     GridTuner,
@@ -23,7 +24,6 @@ from autosched.search import (
     make_tuner,
 )
 from autosched.search.space import SpaceError
-from autosched.steps import SplitStep
 from autosched.task import Task
 
 TASK = Task("matmul", (16, 24, 8), target="c -num-threads=1")

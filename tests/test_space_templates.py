@@ -19,6 +19,7 @@ from schedule_cases import check_against_reference
 
 import autosched as asc
 from autosched.ops.schedules import conv2d_nchw_cpu, matmul_cpu
+from autosched.schedule.steps import AnnotateStep, SplitStep
 from autosched.space.knobs import AnnotateEntity, ConfigEntity, ConfigSpace, SplitEntity
 from autosched.space.templates import (
     get_template,
@@ -28,7 +29,6 @@ from autosched.space.templates import (
     template_space,
 )
 from autosched.space.templates.__main__ import main as list_spaces
-from autosched.steps import AnnotateStep, SplitStep
 
 TARGET = "c -num-threads=2"
 

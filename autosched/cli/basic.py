@@ -16,7 +16,10 @@ import numpy as np
 from ..driver import build
 from ..ops import Workload, get_workload, list_workloads
 from ..ops.schedules import default_schedule
+from ..records import best_record
+from ..space.generated import SketchSpace
 from ..target import Target
+from ..task import Task
 
 #: numpy itself (BLAS, in the workload's dtype) where it has the operation; otherwise the reference
 NUMPY: dict[str, Callable[[Workload], Callable[..., object]]] = {
@@ -72,9 +75,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
     target = Target.parse(args.target)
     if args.log:
-        from ..records import best_record
-        from ..task import Task
-
         task = Task(wl, target=target)
         record = best_record(args.log, task)
         sched, how = task.schedule(record.steps), f"best program in {args.log}"
@@ -122,8 +122,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    from ..space.generated import SketchSpace
-
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
     space = SketchSpace(wl, Target.parse(args.target))
     print(space.describe())

@@ -21,9 +21,9 @@ from typing import Any
 from ..database import Database, fingerprint, host_description
 from ..database.machine import summary as machine_summary
 from ..diagnostics import printable
-from ..export import EXECUTABLE, export_kernel
 from ..records import RecordError, load_records
-from ..report import Summary, summarize
+from ..records.export import EXECUTABLE, export_kernel
+from ..records.report import Summary, summarize
 from ..target import Target
 from .logs import _matches
 

@@ -10,11 +10,11 @@ import warnings
 from pathlib import Path
 
 from ..diagnostics import PREFIX, AutoschedWarning, printable
-from ..export import EXECUTABLE, export_files, write_files
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
-from ..records_check import logged_target, replay_error
-from ..report import Summary, report_table, summarize, write_report
+from ..records.check import logged_target, replay_error
+from ..records.export import EXECUTABLE, export_files, write_files
+from ..records.report import Summary, report_table, summarize, write_report
 from ..target import Target
 from .basic import parse_value
 

@@ -29,12 +29,12 @@ from typing import Any, Literal, TypeVar
 from .. import records
 from ..diagnostics import AutoschedWarning, warn
 from ..ops.schedules import default_schedule
-from ..records_io import RecordError
+from ..records.io import RecordError
 from ..runner.compile import CompileError, compile_shared
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel
 from ..schedule import ScheduleError
-from ..steps import Step
+from ..schedule.steps import Step
 from ..task import Task
 from .machine import fingerprint_for
 from .store import Database, workload_targets

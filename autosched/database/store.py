@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import records
 from ..diagnostics import warn
-from ..records_io import RecordError, open_log, scan, write_atomic
+from ..records.io import RecordError, open_log, scan, write_atomic
 from ..target import Target
 from ..task import Task
 from .machine import describe, fingerprint, fingerprint_for
@@ -39,7 +39,7 @@ MACHINE_FILE = "machine.json"
 LOG_SUFFIX = ".jsonl"
 #: temporary files of interrupted atomic rewrites older than this many seconds are removed by gc
 STALE_TMP_SECONDS = 3600.0
-#: how records_io says a line is a record of another format version
+#: how records.io says a line is a record of another format version
 _OTHER_VERSION = "unsupported record format version"
 
 

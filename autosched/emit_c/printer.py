@@ -10,6 +10,7 @@ from ..dtypes import dtype as dtype_info
 from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
 from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
 from .names import Namer
+from .vector import emit_vector_loop
 
 
 class CPrinter:
@@ -173,8 +174,6 @@ class CPrinter:
 
     def loop(self, s: For, indent: int) -> None:
         if s.kind == "vectorized" and not self.portable:
-            from .vector import emit_vector_loop
-
             if emit_vector_loop(self, s, indent):
                 return
         elif s.kind == "parallel" and not self.portable:

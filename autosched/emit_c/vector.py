@@ -5,27 +5,47 @@ printed as whole-vector statements: contiguous loads become unaligned vector loa
 not depend on the loop become broadcasts, other loads become gathers. The vector width comes from
 the target; an extent that is a multiple of it becomes several vectors. Anything else falls back to
 a scalar loop with ``#pragma omp simd``.
+
+This module needs of the printer only what :class:`LoopPrinter` names; :class:`CPrinter` (in
+``printer.py``, which imports this module) is one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..dtypes import dtype as dtype_info
 from ..expr import BinOp, Const, Expr, Var, children, substitute
-from ..lower.ir import BufLoad, For, Seq, Store
+from ..lower.ir import Buffer, BufLoad, For, Seq, Store
 from ..lower.simplify import linear, rebuild, simplify
-
-if TYPE_CHECKING:
-    from .printer import CPrinter
 
 MAX_UNROLLED_CHUNKS = 8
 VECTOR_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 INT_OF = {"float32": "int32_t", "float64": "int64_t"}
 
 
+class LoopPrinter(Protocol):
+    """What a vector loop needs of the printer that prints the rest of the function."""
+
+    vector_bytes: int
+    helpers: dict[str, str]  # name -> definition, printed before the function
+    memos: dict[str, tuple[dict, dict, dict]]  # per loop variable name: dependence, linear forms, text
+
+    def ctype(self, dtype: str) -> str: ...
+
+    def var(self, v: Var) -> str: ...
+
+    def buf(self, b: Buffer) -> str: ...
+
+    def const(self, c: Const) -> str: ...
+
+    def expr(self, e: Expr) -> str: ...
+
+    def emit(self, line: str, indent: int) -> None: ...
+
+
 class _VectorPrinter:
-    def __init__(self, p: CPrinter, v: Var, dtype: str, lanes: int) -> None:
+    def __init__(self, p: LoopPrinter, v: Var, dtype: str, lanes: int) -> None:
         self.p, self.v, self.dtype, self.lanes = p, v, dtype, lanes
         # memos by node identity, shared by every vector loop over the same variable in this function
         self._dep, self._lin, self._text = p.memos.setdefault(v.name, ({}, {}, {}))
@@ -178,7 +198,7 @@ def chunks_of(extent: int, width: int) -> list[int]:
     return out
 
 
-def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
+def emit_vector_loop(p: LoopPrinter, s: For, indent: int) -> bool:
     """Print ``s`` as vector statements; return False (printing nothing) if it does not fit."""
     helpers = dict(p.helpers)
     if _emit_vector_loop(p, s, indent):
@@ -188,7 +208,7 @@ def emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
     return False
 
 
-def _emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
+def _emit_vector_loop(p: LoopPrinter, s: For, indent: int) -> bool:
     body = list(s.body.stmts) if isinstance(s.body, Seq) else [s.body]
     stores = [x for x in body if isinstance(x, Store)]
     if not stores or len(stores) != len(body):
@@ -225,7 +245,7 @@ def _emit_vector_loop(p: CPrinter, s: For, indent: int) -> bool:
 
 
 def _chunk_lines(
-    p: CPrinter, s: For, stores: list[Store], base: Expr, lanes: int, printers: dict[int, _VectorPrinter]
+    p: LoopPrinter, s: For, stores: list[Store], base: Expr, lanes: int, printers: dict[int, _VectorPrinter]
 ) -> list[str] | None:
     """Statements for ``lanes`` iterations starting at ``base`` (scalar when ``lanes`` is 1)."""
     if lanes == 1:

@@ -20,7 +20,7 @@ from ..expr import (
     walk,
 )
 from ..schedule import Schedule, ScheduleError, Stage
-from ..transform import identity_value
+from ..schedule.transform import identity_value
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest

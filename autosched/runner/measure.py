@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..steps import Step
+from ..schedule.steps import Step
 from .kernel import ArgSpec
 
 if TYPE_CHECKING:

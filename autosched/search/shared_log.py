@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from ..records import Record
-from ..records_io import RecordError
+from ..records.io import RecordError
 
 __all__ = ["SharedLog"]
 

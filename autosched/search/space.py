@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..schedule import ScheduleError
-from ..steps import Step
+from ..schedule.steps import Step
+from ..space.generated import SketchSpace
+from ..space.templates import instantiate, template_space
 from ..task import Task
 
 
@@ -53,8 +55,6 @@ class TemplateTuningSpace:
     kind = "template"
 
     def __init__(self, task: Task) -> None:
-        from ..space.templates import instantiate, template_space
-
         self.task = task
         try:
             self.space = template_space(task.workload, task.target)
@@ -86,8 +86,6 @@ class SketchTuningSpace:
     kind = "sketch"
 
     def __init__(self, task: Task) -> None:
-        from ..space.generated import SketchSpace
-
         self.task = task
         self.space = SketchSpace(task.workload, task.target)
 

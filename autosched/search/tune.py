@@ -28,9 +28,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import records
+from ..database import Database
 from ..database.machine import fingerprint_for
+from ..runner.builder import LocalBuilder
 from ..runner.compile import compiler_version
 from ..runner.errors import InfrastructureError
+from ..runner.local_runner import LocalRunner
 from ..runner.measure import (
     Builder,
     BuildResult,
@@ -249,13 +252,8 @@ def tune(
     tuning database (:class:`~autosched.database.Database`, this machine's log for the task's
     target); ``log=False`` records nothing.
     """
-    from ..runner.builder import LocalBuilder
-    from ..runner.local_runner import LocalRunner
-
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
-        from ..database import Database
-
         log = Database().log_for(task, create=True)
     log_path = Path(log) if log is not False else None
     if task.target.cc is None:

@@ -21,7 +21,7 @@ from typing import Any
 from ..expr import ComputeOp
 from ..ops import Workload
 from ..schedule import Schedule
-from ..steps import Step
+from ..schedule.steps import Step
 from ..target import Target
 from .annotate import (
     AT_POSITIONS,

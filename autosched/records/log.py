@@ -19,8 +19,8 @@ machine's records.
 :class:`RecordWarning` that names the file and line; :func:`best_records`, :func:`best_record` and
 :func:`distill` pick the fastest valid program per (workload, target), passing over programs that
 do not replay; :func:`load_best` builds it with the task's own compiler. Logs are untrusted input:
-what each line is checked for is in :mod:`autosched.records_check`. The line codec and file
-handling live in :mod:`autosched.records_io`.
+what each line is checked for is in :mod:`autosched.records.check`. The line codec and file
+handling live in :mod:`autosched.records.io`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .diagnostics import printable, warn
-from .records_check import (
+from ..diagnostics import printable, warn
+from ..runner.compile import compile_shared
+from ..runner.kernel import Kernel
+from ..runner.load import load_kernel
+from ..runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
+from ..schedule.steps import Step, steps_to_json
+from ..target import Target
+from ..version import __version__
+from .check import (
     check_costs,
     check_machine,
     check_target,
@@ -44,7 +51,7 @@ from .records_check import (
     replay_error,
     text,
 )
-from .records_io import (
+from .io import (
     FORMAT_VERSION,
     RecordError,
     RecordWarning,
@@ -60,16 +67,10 @@ from .records_io import (
     write_all,
     write_atomic,
 )
-from .records_io import check as check_found
-from .runner.compile import compile_shared
-from .runner.kernel import Kernel
-from .runner.load import load_kernel
-from .runner.measure import Costs, MeasureErrorNo, MeasureInput, MeasureResult
-from .steps import Step, steps_to_json
-from .target import Target
+from .io import check as check_found
 
 if TYPE_CHECKING:
-    from .task import Task
+    from ..task import Task
 
 __all__ = [
     "FORMAT_VERSION",
@@ -145,8 +146,6 @@ class Record(Costs):
         machine: str = "",
     ) -> Record:
         """The record of measuring ``inp`` with result ``res``."""
-        from . import __version__
-
         wl = inp.task.workload
         return cls(
             workload=(wl.name, tuple(wl.args)),
@@ -207,7 +206,7 @@ class Record(Costs):
     @classmethod
     def _from_fields(cls, data: dict[str, Any], steps: tuple[Step, ...], origin: str = "") -> Record:
         """The record of a decoded line (its version checked) whose steps are already decoded; every
-        field checked (:mod:`autosched.records_check`), :class:`RecordError` if one is not valid."""
+        field checked (:mod:`autosched.records.check`), :class:`RecordError` if one is not valid."""
         try:
             error = data["error"]
             error_no = _ERROR_KINDS.get(error) if type(error) is str else None
@@ -276,7 +275,7 @@ def _target_str(target: str | Target | None) -> str | None:
 
 
 def _builder(path: Path) -> Callable[[dict[str, Any], tuple[Step, ...], int], Record]:
-    """:func:`~autosched.records_io.scan`'s ``build`` for the log at ``path``."""
+    """:func:`~autosched.records.io.scan`'s ``build`` for the log at ``path``."""
     where = str(path)
     return lambda data, steps, lineno: Record._from_fields(data, steps, f"{where}:{lineno}")
 
@@ -287,7 +286,7 @@ def load_records(
     """The records of the log at ``path``, in log order; only those of ``workload_key`` and
     ``target`` (compared as canonical target strings) when given.
 
-    Every line is checked (:mod:`autosched.records_check`: field types, finite positive costs,
+    Every line is checked (:mod:`autosched.records.check`: field types, finite positive costs,
     a target of known options, workload arguments that re-create the key). Lines that are not
     valid records (a truncated last line, garbage, a crafted line) are skipped with a
     :class:`RecordWarning` naming the file and line; lines of other workloads or targets are

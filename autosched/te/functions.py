@@ -1,13 +1,29 @@
-"""Math functions and reductions of tensor expressions (te's names; ``expr`` re-exports them)."""
+"""te's functions over expressions: math (exp, log, ...), reductions (sum, max, min) and conditions
+(equal, not_equal, all, if_then_else). :mod:`autosched.expr` re-exports them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from .dtypes import dtype as _dtype
-from .dtypes import promote
-from .expr import Call, Expr, ExprLike, IterVar, Reduce, as_expr, binary, cast
+from ..dtypes import dtype as _dtype
+from ..dtypes import promote
+from .nodes import (
+    Call,
+    Cast,
+    Expr,
+    ExprLike,
+    IterVar,
+    Logic,
+    Reduce,
+    Select,
+    as_expr,
+    as_pair,
+    binary,
+    cast,
+    compare,
+)
 
 
 def _math(name: str, *args: ExprLike) -> Expr:
@@ -99,3 +115,33 @@ def min(a: ExprLike, axis: Any = None, where: ExprLike | None = None) -> Expr:  
     if isinstance(axis, IterVar) and axis.kind == "reduce" or isinstance(axis, (list, tuple)):
         return _reduce("min", a, axis, where)
     return binary("min", a, axis)
+
+
+# ---------------------------------------------------------------------------- conditions
+
+
+def equal(a: ExprLike, b: ExprLike) -> Expr:
+    """``a == b`` as an expression node."""
+    return compare("eq", a, b)
+
+
+def not_equal(a: ExprLike, b: ExprLike) -> Expr:
+    """``a != b`` as an expression node."""
+    return compare("ne", a, b)
+
+
+def all(*conds: ExprLike) -> Expr:  # noqa: A001 - te's name
+    """Conjunction of conditions."""
+    out = as_expr(conds[0])
+    for c in conds[1:]:
+        out = Logic("and", out, as_expr(c))
+    return out
+
+
+def if_then_else(cond: ExprLike, t: ExprLike, f: ExprLike) -> Expr:
+    """``t`` where ``cond`` holds, else ``f``."""
+    et, ef = as_pair(t, f)
+    ty = promote(et.dtype, ef.dtype)
+    et = et if et.dtype == ty else Cast(ty, et)
+    ef = ef if ef.dtype == ty else Cast(ty, ef)
+    return Select(as_expr(cond), et, ef)

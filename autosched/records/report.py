@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .diagnostics import printable
-from .ops import Workload
-from .records import Record, pick_best
+from ..diagnostics import printable
+from ..ops import Workload
+from .log import Record, pick_best
 
 
 @functools.cache

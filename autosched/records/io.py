@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
-from .diagnostics import AutoschedWarning, warn
-from .steps import Step, steps_from_json
+from ..diagnostics import AutoschedWarning, warn
+from ..schedule.steps import Step, steps_from_json
 
 FORMAT_VERSION = 1
 

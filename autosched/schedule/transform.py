@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .expr import ComputeOp, Expr, IterVar, Load, Logic, Reduce, Select, Tensor, Var, as_expr, substitute
-
-if TYPE_CHECKING:
-    from .schedule import SplitRel
+from ..expr import ComputeOp, Expr, IterVar, Load, Logic, Reduce, Select, Tensor, Var, as_expr, substitute
+from .stage import SplitRel
 
 IDENTITY = {"sum": 0, "max": float("-inf"), "min": float("inf")}
 

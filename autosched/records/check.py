@@ -31,13 +31,14 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .diagnostics import printable
-from .ops.registry import Workload, WorkloadDef, registered
-from .records_io import RecordError
-from .target import OPTIONS, Target, TargetError, kind_options, target_kinds
+from ..diagnostics import printable
+from ..ops.registry import Workload, WorkloadDef, registered
+from ..schedule import Schedule
+from ..target import OPTIONS, Target, TargetError, kind_options, target_kinds
+from .io import RecordError
 
 if TYPE_CHECKING:
-    from .records import Record
+    from .log import Record
 
 __all__ = [
     "check_costs",
@@ -253,7 +254,7 @@ def logged_target(spec: str, cc: str | None = None) -> tuple[Target, str | None]
 #: (workload key, workload JSON text) -> (the workload as (name, args), its definition, why not)
 _CHECKED: dict[tuple[str, str], tuple[tuple[str, tuple[Any, ...]], WorkloadDef | None, str | None]] = {}
 #: workload key -> (the JSON value last checked with it, then as in _CHECKED): lines of one task
-#: share their decoded opening (see records_io.split_line), so this is hit by identity
+#: share their decoded opening (see io.split_line), so this is hit by identity
 _LAST: dict[str, tuple[Any, tuple[str, tuple[Any, ...]], WorkloadDef | None, str | None]] = {}
 
 
@@ -323,8 +324,6 @@ _REPLAYS: dict[tuple[str, Any], str | None] = {}
 def replay_error(record: Record) -> str | None:
     """Why the steps of ``record`` do not replay on its workload; None if they do, or if the
     workload is not registered here (it cannot be replayed, nor built)."""
-    from .schedule import Schedule  # the schedule layer is needed only here
-
     name, args = record.workload
     if registered(name) is None:
         return None

@@ -1,7 +1,8 @@
 """The schedule primitives: one handler per step kind, which checks the step against a stage's
 state and applies it. :meth:`Schedule.apply <autosched.schedule.Schedule.apply>` looks the
 handler up in :data:`HANDLERS` by the step's type; every illegal request raises
-:class:`~autosched.schedule.ScheduleError`.
+:class:`~autosched.schedule.ScheduleError`. Handlers see the schedule as a
+:class:`~.stage.ScheduleLike` (its stages, outputs, readers and ``insert_stage``).
 """
 
 from __future__ import annotations
@@ -9,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..expr import ComputeOp, Expr, IterVar, Load, Reduce, Tensor, Var, rewrite
 from . import steps as st
-from .expr import ComputeOp, Expr, IterVar, Load, Reduce, Tensor, Var, rewrite
-from .schedule import (
+from .stage import (
     ANNOTATIONS,
     PRAGMAS,
     SCOPES,
     FuseRel,
-    Schedule,
     ScheduleError,
+    ScheduleLike,
     SplitRel,
     Stage,
     thread_axis,
@@ -39,7 +40,7 @@ def _compute_only(stage: Stage) -> ComputeOp:
     return stage.op
 
 
-def _split(s: Schedule, stage: Stage, step: st.SplitStep) -> None:
+def _split(s: ScheduleLike, stage: Stage, step: st.SplitStep) -> None:
     _compute_only(stage)
     pos = _leaf(stage, step.axis)
     if (step.factor is None) == (step.nparts is None):
@@ -57,7 +58,7 @@ def _split(s: Schedule, stage: Stage, step: st.SplitStep) -> None:
     stage.annotations.pop(step.axis, None)
 
 
-def _reorder(s: Schedule, stage: Stage, step: st.ReorderStep) -> None:
+def _reorder(s: ScheduleLike, stage: Stage, step: st.ReorderStep) -> None:
     _compute_only(stage)
     if len(set(step.order)) != len(step.order):
         raise ScheduleError(f"repeated axis in {list(step.order)}")
@@ -66,7 +67,7 @@ def _reorder(s: Schedule, stage: Stage, step: st.ReorderStep) -> None:
         stage.leaves[pos] = name
 
 
-def _fuse(s: Schedule, stage: Stage, step: st.FuseStep) -> None:
+def _fuse(s: ScheduleLike, stage: Stage, step: st.FuseStep) -> None:
     _compute_only(stage)
     if len(step.axes) < 2:
         raise ScheduleError("fuse needs at least two axes")
@@ -91,7 +92,7 @@ def _fuse(s: Schedule, stage: Stage, step: st.FuseStep) -> None:
         stage.annotations.pop(a, None)
 
 
-def _annotate(s: Schedule, stage: Stage, step: st.AnnotateStep) -> None:
+def _annotate(s: ScheduleLike, stage: Stage, step: st.AnnotateStep) -> None:
     _compute_only(stage)
     _leaf(stage, step.axis)
     if step.annotation not in ANNOTATIONS:
@@ -107,7 +108,7 @@ def _annotate(s: Schedule, stage: Stage, step: st.AnnotateStep) -> None:
     stage.annotations[step.axis] = step.annotation
 
 
-def _bind(s: Schedule, stage: Stage, step: st.BindStep) -> None:
+def _bind(s: ScheduleLike, stage: Stage, step: st.BindStep) -> None:
     _compute_only(stage)
     _leaf(stage, step.axis)
     thread_axis(step.thread)
@@ -118,7 +119,7 @@ def _bind(s: Schedule, stage: Stage, step: st.BindStep) -> None:
     stage.annotations[step.axis] = step.thread
 
 
-def _pragma(s: Schedule, stage: Stage, step: st.PragmaStep) -> None:
+def _pragma(s: ScheduleLike, stage: Stage, step: st.PragmaStep) -> None:
     _compute_only(stage)
     _leaf(stage, step.axis)
     if step.key not in PRAGMAS:
@@ -128,7 +129,7 @@ def _pragma(s: Schedule, stage: Stage, step: st.PragmaStep) -> None:
     stage.pragmas.setdefault(step.axis, {})[step.key] = step.value
 
 
-def effective_readers(s: Schedule, name: str) -> list[Stage]:
+def effective_readers(s: ScheduleLike, name: str) -> list[Stage]:
     """Stages that read ``name`` directly or through inlined stages."""
     out: list[Stage] = []
     for r in s.readers(name):
@@ -138,7 +139,7 @@ def effective_readers(s: Schedule, name: str) -> list[Stage]:
     return out
 
 
-def _downstream(s: Schedule, name: str) -> set[str]:
+def _downstream(s: ScheduleLike, name: str) -> set[str]:
     seen: set[str] = set()
     todo = [name]
     while todo:
@@ -149,7 +150,7 @@ def _downstream(s: Schedule, name: str) -> set[str]:
     return seen
 
 
-def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
+def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
     _compute_only(stage)
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be computed at another stage")
@@ -167,7 +168,7 @@ def _compute_at(s: Schedule, stage: Stage, step: st.ComputeAtStep) -> None:
     stage.attach = ("at", target.name, step.axis)
 
 
-def _compute_inline(s: Schedule, stage: Stage, step: st.ComputeInlineStep) -> None:
+def _compute_inline(s: ScheduleLike, stage: Stage, step: st.ComputeInlineStep) -> None:
     op = _compute_only(stage)
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be inlined")
@@ -178,12 +179,12 @@ def _compute_inline(s: Schedule, stage: Stage, step: st.ComputeInlineStep) -> No
     stage.attach = ("inline",)
 
 
-def _compute_root(s: Schedule, stage: Stage, step: st.ComputeRootStep) -> None:
+def _compute_root(s: ScheduleLike, stage: Stage, step: st.ComputeRootStep) -> None:
     _compute_only(stage)
     stage.attach = ("root",)
 
 
-def _cache_write(s: Schedule, stage: Stage, step: st.CacheWriteStep) -> None:
+def _cache_write(s: ScheduleLike, stage: Stage, step: st.CacheWriteStep) -> None:
     op = _compute_only(stage)
     if step.scope not in SCOPES:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
@@ -196,7 +197,7 @@ def _cache_write(s: Schedule, stage: Stage, step: st.CacheWriteStep) -> None:
     stage.reset(new_op)
 
 
-def _cache_read(s: Schedule, stage: Stage, step: st.CacheReadStep) -> None:
+def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
     if step.scope not in SCOPES:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if not step.readers:
@@ -230,7 +231,7 @@ def _copy_op(src: Tensor, name: str, shape: tuple[int, ...]) -> Tensor:
     return Tensor(ComputeOp(name, axis, Load(src, tuple(iv.var for iv in axis)), "cache"))
 
 
-def _rfactor(s: Schedule, stage: Stage, step: st.RfactorStep) -> None:
+def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:
     op = _compute_only(stage)
     if stage.kinds.get(step.axis) != "reduce":
         raise ScheduleError(f"{step.axis!r} is not a reduction axis of {stage.name}")
@@ -254,7 +255,7 @@ def _rfactor(s: Schedule, stage: Stage, step: st.RfactorStep) -> None:
     stage.reset(new_op)
 
 
-HANDLERS: dict[type, Callable[[Schedule, Stage, Any], None]] = {
+HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {
     st.SplitStep: _split,
     st.ReorderStep: _reorder,
     st.FuseStep: _fuse,

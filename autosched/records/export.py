@@ -28,15 +28,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from .diagnostics import printable, warn
-from .dtypes import dtype as dtype_info
-from .emit_c import function_name
-from .ops import Workload
-from .records import Record, RecordWarning
-from .records_check import logged_target
-from .runner.kernel import ArgSpec
-from .target import Target
-from .task import Task
+from ..diagnostics import printable, warn
+from ..dtypes import dtype as dtype_info
+from ..emit_c import function_name
+from ..ops import Workload
+from ..runner.kernel import ArgSpec
+from ..target import Target
+from ..task import Task
+from .check import logged_target
+from .log import Record, RecordWarning
 
 #: relative tolerance by float dtype, as in the tuner's check; the absolute one is this times
 #: max(1, max |expected|). Other dtypes compare exactly.
@@ -272,7 +272,7 @@ _MAKE_WORD = re.compile(r"[A-Za-z0-9_.+/=,:@%-]+")
 
 def _make_words(words: list[str]) -> str:
     """Words as a Makefile variable value. Each must be of :data:`_MAKE_WORD` (targets read from a
-    log are checked to be: see :mod:`autosched.records_check`); anything else is refused."""
+    log are checked to be: see :mod:`autosched.records.check`); anything else is refused."""
     for word in words:
         if not _MAKE_WORD.fullmatch(word):
             raise ValueError(f"refusing to write {printable(word, 80)!r} into a Makefile: not a plain word")
@@ -330,7 +330,7 @@ def export_files(
     """The files :func:`export_kernel` writes, by name, as text (nothing is written).
 
     The record's target is read as a log's target must be (known options, values of a strict
-    form: :func:`~autosched.records_check.logged_target`), with the compiler ``cc`` (default:
+    form: :func:`~autosched.records.check.logged_target`), with the compiler ``cc`` (default:
     ``$CC``, else gcc) in place of the one the log names: a log never chooses the compiler. A
     differing compiler in the log is reported (a :class:`~autosched.records.RecordWarning` and a
     Makefile comment), never run. Raises ``ValueError`` (or a subclass: ``TargetError``,

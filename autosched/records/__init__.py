@@ -1,0 +1,50 @@
+"""The tuning log and what reads it: JSON lines, one measurement per line, append-only, resumable.
+
+The modules import one way, each only from those listed before it:
+
+    io       low-level I/O: the line format's fast step codec, locked appends, snapshots, atomic
+             replaces, scanning a file into records (RecordError, RecordWarning)
+    check    checks of what a line says (a log is untrusted input): types, costs, target, workload
+    log      Record, append_records, load_records, best records, distill, load_best
+    report   summaries of a log: the table of best programs and errors, tuning curves as a PNG
+    export   a tuned program as a standalone C kernel (.c, .h, main.c, Makefile)
+
+The log's public names are importable from here (``from autosched.records import Record,
+load_records``); ``report`` and ``export`` are imported by name (``autosched.records.export``).
+"""
+
+from __future__ import annotations
+
+from .log import (
+    FORMAT_VERSION,
+    NoRecordError,
+    Record,
+    RecordError,
+    RecordWarning,
+    append_records,
+    best_record,
+    best_records,
+    distill,
+    load_best,
+    load_records,
+    pick_best,
+    ranked,
+    steps_key,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "NoRecordError",
+    "Record",
+    "RecordError",
+    "RecordWarning",
+    "append_records",
+    "best_record",
+    "best_records",
+    "distill",
+    "load_best",
+    "load_records",
+    "pick_best",
+    "ranked",
+    "steps_key",
+]

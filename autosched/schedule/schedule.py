@@ -1,0 +1,124 @@
+"""Schedules: a DAG plus a list of replayable steps, with TVM ``te``-style primitives.
+
+``create_schedule(C)`` makes one stage per operation. ``s[C].split(...)`` and the other primitives
+append a :mod:`~autosched.schedule.steps` record and apply it to the stage state (the handlers are
+in :mod:`~autosched.schedule.primitives`); every illegal request raises :class:`ScheduleError`
+naming the step. ``Schedule.replay(steps)`` rebuilds the same schedule from the records alone,
+which is how tuning logs are turned back into programs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from ..expr import ComputeOp, IterVar, Operation, Tensor, as_tensors, topo_order
+from . import steps as st
+from .primitives import HANDLERS
+from .stage import ScheduleError, Stage, axis_name
+
+
+class Schedule:
+    """A DAG of operations and the steps applied to it; ``s[T]`` gives a tensor's stage."""
+
+    def __init__(self, outputs: Sequence[Tensor]) -> None:
+        self.outputs: tuple[str, ...] = tuple(t.name for t in outputs)
+        self.source_outputs = tuple(outputs)
+        self.stages: dict[str, Stage] = {}
+        for op in topo_order(outputs):
+            stage = Stage(self, op)
+            stage.reset(op)
+            self.stages[op.name] = stage
+        self.steps: list[st.Step] = []
+
+    def __getitem__(self, t: Tensor | Operation | str) -> Stage:
+        name = t if isinstance(t, str) else t.name
+        try:
+            return self.stages[name]
+        except KeyError:
+            raise ScheduleError(f"no stage named {name!r} in this schedule") from None
+
+    # -- schedule-level primitives
+    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+        """Compute ``tensor`` into a new ``<name>.<scope>`` stage; ``tensor`` then copies from it."""
+        self.apply(st.CacheWriteStep(tensor.name, scope))
+        return self.stages[f"{tensor.name}.{scope}"].op.output(0)
+
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
+        """Copy ``tensor`` into a new ``<name>.<scope>`` stage that ``readers`` read instead."""
+        names = tuple(r.name for r in readers)
+        self.apply(st.CacheReadStep(tensor.name, scope, names))
+        return self.stages[f"{tensor.name}.{scope}"].op.output(0)
+
+    def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Tensor:
+        """Turn reduce loop ``axis`` into a data axis of a new ``<name>.rf`` stage of partial results."""
+        self.apply(st.RfactorStep(tensor.name, axis_name(axis), int(factor_axis)))
+        return self.stages[f"{tensor.name}.rf"].op.output(0)
+
+    # -- replay
+    @classmethod
+    def replay(cls, outputs: Sequence[Tensor], steps: Sequence[st.Step]) -> Schedule:
+        """A fresh schedule of ``outputs`` with ``steps`` applied in order."""
+        s = cls(outputs)
+        for step in steps:
+            s.apply(step)
+        return s
+
+    def apply(self, step: st.Step) -> None:
+        """Apply one step and record it; an illegal step raises and records nothing."""
+        handler = HANDLERS.get(type(step))
+        if handler is None:
+            raise ScheduleError(f"no handler for step {step!r}")
+        name: str = getattr(step, "stage", "")
+        stage = self.stages.get(name)
+        if stage is None:
+            raise ScheduleError(f"{step.kind}: no stage named {name!r}")
+        local = not isinstance(step, (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep))
+        with self.transaction(stage.name if local else None):
+            try:
+                handler(self, stage, step)
+            except ScheduleError as err:
+                raise ScheduleError(f"{step.kind} on stage {stage.name}: {err}") from None
+            self.steps.append(step)
+
+    @contextlib.contextmanager
+    def transaction(self, only: str | None = None) -> Iterator[None]:
+        """Undo every change made inside the block if it raises: a rejected request (one step, or
+        a composite such as ``tile``) leaves the schedule as it was. ``only`` names the one stage
+        the block can change (a cheaper snapshot)."""
+        saved_order = dict(self.stages)
+        saved = {name: stage.snapshot() for name, stage in self.stages.items() if only in (None, name)}
+        n_steps = len(self.steps)
+        try:
+            yield
+        except BaseException:
+            self.stages = saved_order
+            for name, state in saved.items():
+                self.stages[name].restore(state)
+            del self.steps[n_steps:]
+            raise
+
+    def insert_stage(self, op: Operation, before: str, scope: str = "global") -> Stage:
+        """Add a new stage for ``op`` just before stage ``before`` (keeps topological order)."""
+        if op.name in self.stages:
+            raise ScheduleError(f"a stage named {op.name!r} already exists")
+        stage = Stage(self, op, scope=scope)
+        stage.reset(op)
+        items = list(self.stages.items())
+        pos = [n for n, _ in items].index(before)
+        items.insert(pos, (op.name, stage))
+        self.stages = dict(items)
+        return stage
+
+    def readers(self, name: str) -> list[Stage]:
+        """Stages whose expression reads tensor ``name`` directly."""
+        return [
+            s
+            for s in self.stages.values()
+            if isinstance(s.op, ComputeOp) and any(t.name == name for t in s.op.input_tensors)
+        ]
+
+
+def create_schedule(outputs: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:
+    """A schedule with the default loop nest for every stage of the DAG behind ``outputs``."""
+    return Schedule(as_tensors(outputs))

@@ -1,0 +1,217 @@
+"""Stages: the scheduling state of one operation (``s[T]``), with TVM ``te``-style primitives.
+
+A stage's primitives (``s[C].split(...)``, ``tile``, ``compute_at``, ...) build a
+:mod:`~autosched.schedule.steps` record and hand it to the stage's schedule, which checks it,
+applies it (the handlers are in :mod:`~autosched.schedule.primitives`) and records it. This module
+holds the data those handlers change (loop relations, leaves, annotations, attachment), the names
+they accept, and :class:`ScheduleError`. It knows its schedule only through :class:`ScheduleLike`.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..expr import ComputeOp, IterVar, Operation, PlaceholderOp, Var
+from . import steps as st
+
+ANNOTATIONS = ("vectorize", "unroll", "parallel")
+THREAD_TAGS = (
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread",
+)
+PRAGMAS = ("auto_unroll_max_step",)
+SCOPES = ("global", "shared", "local")
+
+
+class ScheduleError(ValueError):
+    """An illegal schedule request; the message names the step and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class SplitRel:
+    parent: str
+    outer: str
+    inner: str
+    factor: int | None
+    nparts: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FuseRel:
+    outer: str
+    inner: str
+    fused: str
+
+
+Relation = SplitRel | FuseRel
+
+
+class ScheduleLike(Protocol):
+    """What stages and step handlers use of their schedule (:class:`~.schedule.Schedule` is one)."""
+
+    outputs: tuple[str, ...]
+    stages: dict[str, Stage]
+
+    def apply(self, step: st.Step) -> None: ...
+
+    def transaction(self, only: str | None = None) -> AbstractContextManager[None]: ...
+
+    def insert_stage(self, op: Operation, before: str, scope: str = "global") -> Stage: ...
+
+    def readers(self, name: str) -> list[Stage]: ...
+
+
+@dataclass(slots=True)
+class Stage:
+    """The mutable scheduling state of one operation (what ``s[T]`` returns)."""
+
+    schedule: ScheduleLike
+    op: Operation
+    kinds: dict[str, str] = field(default_factory=dict)  # axis name -> "data" | "reduce"
+    relations: list[Relation] = field(default_factory=list)
+    leaves: list[str] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)  # leaf -> annotation or thread tag
+    pragmas: dict[str, dict[str, int]] = field(default_factory=dict)
+    attach: tuple[str, ...] = ("root",)  # ("root",) | ("inline",) | ("at", stage, axis)
+    scope: str = "global"
+
+    @property
+    def name(self) -> str:
+        return self.op.name
+
+    @property
+    def is_placeholder(self) -> bool:
+        return isinstance(self.op, PlaceholderOp)
+
+    def snapshot(self) -> tuple:
+        """A copy of the mutable state (see :meth:`ScheduleLike.transaction`)."""
+        pragmas = {k: dict(v) for k, v in self.pragmas.items()}
+        return (
+            self.op,
+            dict(self.kinds),
+            list(self.relations),
+            list(self.leaves),
+            dict(self.annotations),
+            pragmas,
+            self.attach,
+            self.scope,
+        )
+
+    def restore(self, state: tuple) -> None:
+        """Go back to a :meth:`snapshot`."""
+        (
+            self.op,
+            self.kinds,
+            self.relations,
+            self.leaves,
+            self.annotations,
+            self.pragmas,
+            self.attach,
+            self.scope,
+        ) = state
+
+    def reset(self, op: Operation) -> None:
+        """Start over with ``op``: root axes as leaves, no relations or annotations."""
+        self.op = op
+        self.relations.clear()
+        self.annotations.clear()
+        self.pragmas.clear()
+        if isinstance(op, ComputeOp):
+            self.kinds = {iv.name: "data" for iv in op.axis} | {iv.name: "reduce" for iv in op.reduce_axis}
+        else:
+            self.kinds = {}
+        self.leaves = list(self.kinds)
+
+    # -- te-style primitives: each records a step
+    def split(
+        self, axis: IterVar | str, factor: int | None = None, nparts: int | None = None
+    ) -> tuple[IterVar, IterVar]:
+        """Split ``axis`` into (outer, inner) by an inner ``factor`` or a number of outer ``nparts``."""
+        pos = self.leaves.index(axis_name(axis)) if axis_name(axis) in self.leaves else 0
+        self.schedule.apply(st.SplitStep(self.name, axis_name(axis), factor, nparts))
+        outer, inner = self._iv(self.leaves[pos : pos + 2])
+        return outer, inner
+
+    def tile(self, x: IterVar | str, y: IterVar | str, x_factor: int, y_factor: int) -> tuple[IterVar, ...]:
+        """Split ``x`` and ``y`` and reorder to (xo, yo, xi, yi), as te's tile (all or nothing)."""
+        with self.schedule.transaction():
+            xo, xi = self.split(x, x_factor)
+            yo, yi = self.split(y, y_factor)
+            self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
+    def reorder(self, *axes: IterVar | str) -> None:
+        """Put the given leaf loops in this relative order (the others keep their places)."""
+        self.schedule.apply(st.ReorderStep(self.name, tuple(axis_name(a) for a in axes)))
+
+    def fuse(self, *axes: IterVar | str) -> IterVar:
+        """Fuse adjacent leaf loops (outer first) into one."""
+        first = axis_name(axes[0]) if axes else ""
+        pos = self.leaves.index(first) if first in self.leaves else 0
+        self.schedule.apply(st.FuseStep(self.name, tuple(axis_name(a) for a in axes)))
+        return self._iv([self.leaves[pos]])[0]
+
+    def vectorize(self, axis: IterVar | str) -> None:
+        """Emit this loop as vector instructions."""
+        self.schedule.apply(st.AnnotateStep(self.name, axis_name(axis), "vectorize"))
+
+    def unroll(self, axis: IterVar | str) -> None:
+        """Unroll this loop."""
+        self.schedule.apply(st.AnnotateStep(self.name, axis_name(axis), "unroll"))
+
+    def parallel(self, axis: IterVar | str) -> None:
+        """Run this loop's iterations on parallel threads."""
+        self.schedule.apply(st.AnnotateStep(self.name, axis_name(axis), "parallel"))
+
+    def bind(self, axis: IterVar | str, thread: IterVar | str) -> None:
+        """Bind a loop to a GPU thread axis (``thread_axis("threadIdx.x")``)."""
+        self.schedule.apply(st.BindStep(self.name, axis_name(axis), axis_name(thread)))
+
+    def pragma(self, axis: IterVar | str, key: str, value: int) -> None:
+        """Attach a pragma; ``auto_unroll_max_step`` unrolls inner loops up to that many iterations."""
+        self.schedule.apply(st.PragmaStep(self.name, axis_name(axis), key, int(value)))
+
+    def compute_at(self, parent: Stage, axis: IterVar | str) -> None:
+        """Compute this stage inside loop ``axis`` of ``parent``, only the region it needs."""
+        self.schedule.apply(st.ComputeAtStep(self.name, parent.name, axis_name(axis)))
+
+    def compute_inline(self) -> None:
+        """Substitute this stage's expression into its consumers."""
+        self.schedule.apply(st.ComputeInlineStep(self.name))
+
+    def compute_root(self) -> None:
+        """Compute this stage at the top level, whole (the default)."""
+        self.schedule.apply(st.ComputeRootStep(self.name))
+
+    # -- helpers
+    def leaves_after_split(self, axis: str) -> list[str]:
+        return [f"{axis}.outer", f"{axis}.inner"]
+
+    def _iv(self, names: list[str]) -> tuple[IterVar, ...]:
+        return tuple(IterVar(Var(n), 0, self.kinds[n]) for n in names)
+
+    def leaf_itervars(self) -> tuple[IterVar, ...]:
+        """The current loops, outermost first (extents are resolved at lowering)."""
+        return self._iv(self.leaves)
+
+
+def axis_name(axis: IterVar | Var | str) -> str:
+    if isinstance(axis, str):
+        return axis
+    if isinstance(axis, (IterVar, Var)):
+        return axis.name
+    raise TypeError(f"expected an axis (IterVar or name), got {type(axis).__name__}")
+
+
+def thread_axis(tag: str) -> str:
+    """A GPU thread axis tag for ``bind`` (``blockIdx.x``, ``threadIdx.y``, ``vthread``, ...)."""
+    if tag not in THREAD_TAGS:
+        raise ScheduleError(f"thread_axis: unknown tag {tag!r}; known: {', '.join(THREAD_TAGS)}")
+    return tag

@@ -1,0 +1,11 @@
+"""The tensor-expression layer behind :mod:`autosched.expr`, in modules that import one way only.
+
+    nodes      expression nodes (frozen dataclasses), their constructors, ``to_str``
+    traverse   children, walk, rewrite, substitute                          (nodes)
+    functions  math functions, reductions, conditions                        (nodes)
+    tensor     Tensor, PlaceholderOp, ComputeOp; placeholder, compute       (nodes, traverse)
+    dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
+
+Users and the rest of autosched import these names from :mod:`autosched.expr`, which re-exports
+them all; this package imports nothing from above itself.
+"""

@@ -1,0 +1,62 @@
+"""DAG helpers: operations in topological order, one-line definitions, structural keys."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from .nodes import to_str
+from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+
+
+def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list[Tensor]:
+    """Accept tensors or operations (one or a list), as te's functions do."""
+    seq = items if isinstance(items, (list, tuple)) else [items]
+    out = []
+    for t in seq:
+        if isinstance(t, Tensor):
+            out.append(t)
+        elif isinstance(t, (PlaceholderOp, ComputeOp)):
+            out.append(t.output(0))
+        else:
+            raise TypeError(f"expected a Tensor or an operation, got {type(t).__name__}")
+    return out
+
+
+def topo_order(outputs: Sequence[Tensor]) -> list[Operation]:
+    """All operations the outputs depend on, producers before consumers; names must be unique."""
+    order: list[Operation] = []
+    seen: dict[str, Operation] = {}
+    visiting: set[str] = set()
+
+    def visit(op: Operation) -> None:
+        if op.name in seen:
+            if seen[op.name] is not op:
+                raise ValueError(f"two different tensors are both named {op.name!r}; names must be unique")
+            return
+        if op.name in visiting:
+            raise ValueError(f"cycle through tensor {op.name!r}")
+        visiting.add(op.name)
+        for t in op.input_tensors:
+            visit(t.op)
+        visiting.discard(op.name)
+        seen[op.name] = op
+        order.append(op)
+
+    for t in outputs:
+        visit(t.op)
+    return order
+
+
+def op_to_str(op: Operation) -> str:
+    """One line that defines an operation."""
+    if isinstance(op, PlaceholderOp):
+        return f"{op.name} = placeholder({list(op.shape)}, {op.dtype})"
+    axes = ", ".join(f"{iv.name}:{iv.extent}" for iv in op.axis)
+    return f"{op.name}[{axes}] = {to_str(op.body)}" + (f"  # tag={op.tag}" if op.tag else "")
+
+
+def dag_key(outputs: Sequence[Tensor]) -> str:
+    """A structural hash of the DAG behind ``outputs``: stable across runs and processes."""
+    text = "\n".join(op_to_str(op) for op in topo_order(outputs))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
