@@ -72,7 +72,8 @@ class Task:
         return Schedule.replay(self.workload.outputs, steps)
 
     @cached_property
-    def _cache_key(self) -> tuple[str, str]:
+    def key(self) -> tuple[str, str]:
+        """(workload key, target string): what identifies the task in logs and caches (computed once)."""
         return (self.workload_key, str(self.target))
 
     def lowered(self, steps: Sequence[Step], name: str = KERNEL_NAME) -> Lowered:
@@ -83,7 +84,7 @@ class Task:
         """
         steps = tuple(steps)
         return LOWERING_CACHE.get(
-            (*self._cache_key, steps, name),
+            (*self.key, steps, name),
             lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name),
         )
 
