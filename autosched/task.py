@@ -2,16 +2,19 @@
 
 task = asc.Task("matmul", (1024, 1024, 1024), target="c -num-threads=1")
 task.source(steps)          # the C source of one program (a tuple of schedule steps)
+task.lowered(steps)         # its loop nest, lowered once and shared (features, builder)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from .emit_c import emit_c, function_name
-from .lower import lower
+from .lower import Lowered, lower_loops
+from .lower.cache import LRUCache
 from .ops import Workload, get_workload
 from .runner.kernel import ArgSpec
 from .schedule import Schedule
@@ -20,6 +23,9 @@ from .target import Target
 
 #: the C name every tuned kernel gets (exported kernels are renamed by the exporter)
 KERNEL_NAME = "default_function"
+
+#: programs lowered lately, shared by every task of the process (see :meth:`Task.lowered`)
+LOWERING_CACHE: LRUCache[Lowered] = LRUCache(4096)
 
 
 @dataclass(frozen=True, init=False)
@@ -65,6 +71,23 @@ class Task:
         """The program ``steps`` replayed on the workload's tensors (raises ScheduleError if illegal)."""
         return Schedule.replay(self.workload.outputs, steps)
 
+    @cached_property
+    def key(self) -> tuple[str, str]:
+        """(workload key, target string): what identifies the task in logs and caches (computed once)."""
+        return (self.workload_key, str(self.target))
+
+    def lowered(self, steps: Sequence[Step], name: str = KERNEL_NAME) -> Lowered:
+        """The program ``steps`` lowered for this task (raises ScheduleError if illegal).
+
+        Served from :data:`LOWERING_CACHE`, keyed by the workload key, the target and the steps,
+        so the tuner, the cost model's features and the builder lower a program once between them.
+        """
+        steps = tuple(steps)
+        return LOWERING_CACHE.get(
+            (*self.key, steps, name),
+            lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name),
+        )
+
     def source(
         self,
         steps: Sequence[Step],
@@ -76,7 +99,7 @@ class Task:
         for ``portable`` and ``timing``)."""
         if self.target.kind != "c":
             raise NotImplementedError(f"tuning for {self.target.kind!r} targets is not available yet")
-        func = lower(self.schedule(steps), self.workload.tensors(), name)
+        func = self.lowered(steps, name).func()
         return emit_c(
             func,
             num_threads=self.target.num_threads or 1,

@@ -6,10 +6,55 @@ from collections.abc import Sequence
 
 from ..expr import Tensor
 from ..schedule import Schedule
-from .ir import PrimFunc
+from .ir import Buffer, PrimFunc, Stmt
 from .lowering import Lowerer
 from .passes import auto_unroll, check_loops, fold, partition
 from .unrolling import unroll
+
+
+class Lowered:
+    """A program lowered up to explicit unrolling, and the final function made from it on demand.
+
+    ``nest`` is the loop nest as the lowerer built it, with its ``auto_unroll`` pragmas; ``loops``
+    is the nest after guard folding, auto-unroll marking and loop partitioning, with loops of kind
+    ``unrolled`` still loops (what cost-model features read); :meth:`func` expands them into the
+    :class:`PrimFunc` emitters print (made once, on the first call: the expansion is the costly
+    pass, and feature extraction never needs it).
+    """
+
+    __slots__ = ("name", "args", "nest", "loops", "_func")
+
+    def __init__(self, name: str, args: tuple[Buffer, ...], nest: Stmt, loops: Stmt) -> None:
+        self.name = name
+        self.args = args
+        self.nest = nest
+        self.loops = loops
+        self._func: PrimFunc | None = None
+
+    def func(self) -> PrimFunc:
+        """The lowered function with unrolled loops expanded (computed once; a race computes the
+        same value twice, harmlessly)."""
+        func = self._func
+        if func is None:
+            func = self._func = PrimFunc(self.name, self.args, unroll(self.loops, {}))
+        return func
+
+
+def lower_loops(
+    sched: Schedule, args: Sequence[Tensor], name: str = "default_function", gpu: bool = False
+) -> Lowered:
+    """Lower ``sched`` over ``args`` up to explicit unrolling (see :class:`Lowered`).
+
+    Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part
+    without tail guards) and target checks (``gpu`` allows thread binding); the expansion of
+    unrolled loops is left to :meth:`Lowered.func`.
+    """
+    func = Lowerer(sched, args, name).run()
+    body = fold(func.body, {})
+    body = auto_unroll(body)
+    body = partition(body, {})
+    check_loops(body, gpu)  # unrolling only copies statements: the same loops are legal after it
+    return Lowered(func.name, func.args, func.body, body)
 
 
 def lower(
@@ -20,13 +65,7 @@ def lower(
     Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part
     without tail guards), explicit unrolling, and target checks (``gpu`` allows thread binding).
     """
-    func = Lowerer(sched, args, name).run()
-    body = fold(func.body, {})
-    body = auto_unroll(body)
-    body = partition(body, {})
-    body = unroll(body, {})
-    check_loops(body, gpu)
-    return PrimFunc(func.name, func.args, body)
+    return lower_loops(sched, args, name, gpu).func()
 
 
-__all__ = ["lower", "PrimFunc"]
+__all__ = ["lower", "lower_loops", "Lowered", "PrimFunc"]
