@@ -27,8 +27,8 @@ from autosched.model import (
 from autosched.model.base import FORMAT_VERSION, save_arrays
 from autosched.records import load_records
 from autosched.runner.measure import MeasureInput
+from autosched.schedule.steps import SplitStep
 from autosched.search.space import make_space
-from autosched.steps import SplitStep
 from autosched.task import Task
 
 TASK = Task("matmul", (32, 32, 32), target="c -num-threads=1")

@@ -28,8 +28,8 @@ from autosched.model import features as features_module
 from autosched.model.features import FEATURE_CACHE
 from autosched.runner.measure import MeasureInput
 from autosched.schedule import ScheduleError
+from autosched.schedule.steps import SplitStep
 from autosched.search.space import make_space
-from autosched.steps import SplitStep
 from autosched.task import LOWERING_CACHE, Task
 
 ROOT = Path(__file__).resolve().parents[1]

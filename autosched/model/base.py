@@ -12,6 +12,7 @@ model name, parameters) and the model's arrays. A file that is not one raises
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -21,11 +22,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from ..runner.measure import MeasureInput
+from ..task import Task
+
 if TYPE_CHECKING:
     from typing import Self
 
     from ..records import Record
-    from ..runner.measure import MeasureInput
 
 FORMAT = "autosched-cost-model"
 FORMAT_VERSION = 1
@@ -81,8 +84,6 @@ def make_model(name: str, **params: Any) -> CostModel:
 
 def require(module: str) -> Any:
     """Import an optional dependency, or raise ImportError saying what to install."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -121,9 +122,6 @@ def normalized_throughput(costs: Sequence[float], groups: np.ndarray) -> np.ndar
 
 def from_records(records: Sequence[Record]) -> tuple[list[MeasureInput], list[float]]:
     """Programs and costs (median seconds, ``inf`` for failures) of tuning-log records."""
-    from ..runner.measure import MeasureInput
-    from ..task import Task
-
     tasks: dict[tuple[str, tuple[Any, ...], str], Task] = {}
     programs, costs = [], []
     for r in records:

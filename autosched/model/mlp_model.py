@@ -10,6 +10,7 @@ runs the learned layers in numpy, so a saved model predicts without scikit-learn
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -86,8 +87,6 @@ class MLPModel(SavedModel):
             return self  # nothing to learn
         self._mean = x.mean(axis=0)
         self._scale = np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
-        import warnings
-
         net = neural.MLPRegressor(
             hidden_layer_sizes=self.hidden, alpha=self.alpha, learning_rate_init=self.learning_rate,
             max_iter=self.max_iter, random_state=self.seed,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..records_io import steps_text
+from ..records.io import steps_text
 from .base import SavedModel, register_model
 
 if TYPE_CHECKING:
