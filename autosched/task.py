@@ -24,6 +24,9 @@ from .target import Target
 #: the C name every tuned kernel gets (exported kernels are renamed by the exporter)
 KERNEL_NAME = "default_function"
 
+#: target kinds whose programs may bind loops to GPU threads
+GPU_KINDS = ("cuda", "opencl")
+
 #: programs lowered lately, shared by every task of the process (see :meth:`Task.lowered`)
 LOWERING_CACHE: LRUCache[Lowered] = LRUCache(4096)
 
@@ -83,9 +86,10 @@ class Task:
         so the tuner, the cost model's features and the builder lower a program once between them.
         """
         steps = tuple(steps)
+        gpu = self.target.kind in GPU_KINDS
         return LOWERING_CACHE.get(
             (*self.key, steps, name),
-            lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name),
+            lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name, gpu),
         )
 
     def source(

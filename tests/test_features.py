@@ -134,6 +134,21 @@ def test_allocation_unroll_and_pragma_features() -> None:
     assert rows["unroll_num"][1] >= 1
 
 
+def test_gpu_binding_extents() -> None:
+    task = Task("matmul", (8, 8, 8), target="cuda")
+    _, _, C = task.workload.tensors()
+    s = asc.create_schedule(C.op)
+    i, j = s[C].op.axis
+    s[C].bind(i, asc.thread_axis("blockIdx.x"))
+    s[C].bind(j, asc.thread_axis("threadIdx.x"))
+    feats = extract_features([MeasureInput(task, tuple(s.steps))])[0]
+    for name, raw in (("is_gpu", 1), ("block_x_len", np.log2(9)), ("thread_x_len", np.log2(9)),
+                      ("block_y_len", 0), ("vthread_len", 0)):
+        np.testing.assert_allclose(feats[:, NAMES.index(name)], raw, err_msg=name)
+    cpu = extract_features([tiled_matmul()])[0]
+    assert not cpu[:, NAMES.index("is_gpu") : NAMES.index("vthread_len") + 1].any()
+
+
 def test_names_and_masks() -> None:
     assert len(NAMES) == len(set(NAMES)) == features_module.NUM_FEATURES
     inv = shape_invariant_features()

@@ -99,6 +99,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..lower.cache import LRUCache
+from ..task import GPU_KINDS
 from .store_features import AI_SAMPLES, NUM_RAW, TOP_BUFFERS, store_rows
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ def _store_features(inp: MeasureInput) -> np.ndarray:
     except Exception:  # an illegal program: no stores to describe
         feats = np.zeros((0, NUM_FEATURES), dtype=np.float32)
     else:
-        feats = lowered_features(low.loops, low.nest, inp.task.target.kind in ("cuda", "opencl"))
+        feats = lowered_features(low.loops, low.nest, inp.task.target.kind in GPU_KINDS)
     feats.flags.writeable = False
     return feats
 

@@ -226,7 +226,7 @@ class _Walker:
         out += _intensity(loops, flops, buffers, regions)
         size, around = self.allocs.get(s.buffer.name, (0, 0))
         if size:
-            out += [size, size * around, around, outer / around]
+            out += [size, size * around, around, outer / around if around else 0.0]
         else:
             out += [0.0, 0.0, 0.0, 0.0]
         out += [outer, float(n), float(self.pragmas.get(s.buffer.name, 0)), float(self.guards)]
