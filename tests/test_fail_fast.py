@@ -69,7 +69,7 @@ def _broken_reference(x: np.ndarray) -> np.ndarray:
     raise FloatingPointError("the reference itself is broken")
 
 
-@asc.workload("broken_reference_copy", reference=_broken_reference, override=True)
+@asc.workload("test_fail_fast.broken_reference_copy", reference=_broken_reference, override=True)
 def broken_reference_copy(n: int) -> list[asc.Tensor]:
     X = asc.placeholder((n,), name="X")
     Y = asc.compute((n,), lambda i: X[i] + 1.0, name="Y")
@@ -77,7 +77,7 @@ def broken_reference_copy(n: int) -> list[asc.Tensor]:
 
 
 def test_the_same_unexplained_error_on_every_first_trial_stops_the_run(tmp_path: Path) -> None:
-    task = asc.Task("broken_reference_copy", (64,), target="c -num-threads=1")
+    task = asc.Task("test_fail_fast.broken_reference_copy", (64,), target="c -num-threads=1")
     log = tmp_path / "b.jsonl"
     with pytest.raises(
         InfrastructureError, match="the first 8 trials all failed with the same error.*broken"
