@@ -11,6 +11,7 @@ for one test, so that tuners and the CLI resolve model names without the model p
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import pickle
@@ -23,22 +24,23 @@ import pytest
 
 import autosched.model
 from autosched.runner.measure import MeasureInput
+from autosched.steps import Step
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _step_feature(step: Step) -> tuple[str, float]:
+    data = step.to_json()
+    kind = data["kind"]
+    if kind == "split":
+        return f"split/{data['stage']}/{data['axis']}", math.log2(data["factor"] or data["nparts"] or 1)
+    if kind == "pragma":
+        return f"pragma/{data['stage']}/{data['key']}", math.log2(1 + data["value"])
+    return json.dumps(data, sort_keys=True), 1.0
 
 
 def step_features(inp: MeasureInput) -> dict[str, float]:
     """Trivial features of a program: split factors and pragma values (log2), other steps as 1."""
-    out: dict[str, float] = {}
-    for step in inp.steps:
-        data = step.to_json()
-        kind = data["kind"]
-        if kind == "split":
-            value = data["factor"] or data["nparts"] or 1
-            out[f"split/{data['stage']}/{data['axis']}"] = math.log2(value)
-        elif kind == "pragma":
-            out[f"pragma/{data['stage']}/{data['key']}"] = math.log2(1 + data["value"])
-        else:
-            out[json.dumps(data, sort_keys=True)] = 1.0
-    return out
+    return dict(_step_feature(step) for step in inp.steps)
 
 
 class StepKNNModel:

@@ -180,17 +180,19 @@ def test_history_and_transfer_records_are_fitted_before_anything_is_proposed(
     assert fresh.plans == 1 and len(fresh.learner.model.fits[0][1]) == 40  # type: ignore[union-attr]
 
 
-def test_epsilon_share_of_random_programs(replay: tuple[ReplayLog, LogSpace]) -> None:
+@pytest.mark.parametrize(("epsilon", "share"), [(0.0, 0.0), (0.25, 0.25), (1.0, 1.0)])
+def test_epsilon_share_of_random_programs(
+    replay: tuple[ReplayLog, LogSpace], epsilon: float, share: float
+) -> None:
     log, space = replay
-    greedy = EvolutionaryTuner(log.task, space, seed=0, model=StepKNNModel(), epsilon=0.0, plan_size=16)
-    greedy.tune(16, ReplayRunner(log).measure, batch_size=8)
-    planned = list(greedy.plan)
-    batch = greedy.next_batch(8)
-    assert [steps_key(c.steps) for c in batch] == [steps_key(c.steps) for c in planned[:8]]
-    explorer = EvolutionaryTuner(log.task, space, seed=0, model=StepKNNModel(), epsilon=1.0, plan_size=16)
-    explorer.tune(16, ReplayRunner(log).measure, batch_size=8)
-    planned = {steps_key(c.steps) for c in explorer.plan}
-    assert not planned & {steps_key(c.steps) for c in explorer.next_batch(8)}
+    tuner = EvolutionaryTuner(log.task, space, seed=0, model=StepKNNModel(), epsilon=epsilon, plan_size=16)
+    tuner.tune(16, ReplayRunner(log).measure, batch_size=8)  # two batches: the model is fitted
+    drawn: list[Candidate] = []
+    sample_new = tuner.sample_new
+    tuner.sample_new = lambda n: drawn.extend(sample_new(n)) or drawn[-n:]  # type: ignore[method-assign]
+    proposed = [c for _ in range(8) for c in tuner.next_batch(8)]
+    assert len(proposed) == 64 and tuner.plans >= 2
+    assert abs(len(drawn) / len(proposed) - share) <= 0.1, len(drawn)
 
 
 def test_annealing_stops_early_when_its_pool_stops_changing(replay: tuple[ReplayLog, LogSpace]) -> None:

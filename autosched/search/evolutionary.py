@@ -6,15 +6,15 @@ the population; every program never measured enters a pool of the best predicted
 chosen by tournament on the predicted score, and children are made by crossover (probability
 ``crossover_prob``, :func:`~autosched.search.space.crossover`) and mutation (probability
 ``mutation_prob``: tile sizes, parallel granularity, unroll depth, compute location). The plan is
-the ``plan_size`` best predicted programs of the pool; a share ``epsilon`` of the measured programs
-is still drawn at random (:class:`~autosched.search.guided.ModelTuner`).
+the ``plan_size`` best predicted programs of the pool, made again after each refit of the model
+(one search per measured batch, as Ansor); a share ``epsilon`` of the measured programs is still
+drawn at random (:class:`~autosched.search.guided.ModelTuner`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..records import steps_key
 from ..task import Task
 from .guided import ModelTuner
 from .learning import CostModel
@@ -33,6 +33,8 @@ def tournament(scores: np.ndarray, size: int, rng: np.random.Generator) -> int:
 @register_tuner("evolutionary")
 class EvolutionaryTuner(ModelTuner):
     """Evolutionary search guided by the cost model (see the module docstring)."""
+
+    replan_on_refit = True  # Ansor: one search round per measured batch
 
     def __init__(
         self,
@@ -62,12 +64,12 @@ class EvolutionaryTuner(ModelTuner):
     def initial_population(self) -> list[Candidate]:
         """The best measured programs, then random samples."""
         members = self.best_measured(int(self.population * self.measured_ratio))
-        keys = {steps_key(c.steps) for c in members}
+        keys = {c.key for c in members}
         for _ in range(4 * self.population):
             if len(members) >= self.population:
                 break
             cand = self.space.sample(self.rng)
-            key = steps_key(cand.steps)
+            key = cand.key
             if key not in keys:
                 keys.add(key)
                 members.append(cand)
@@ -89,7 +91,7 @@ class EvolutionaryTuner(ModelTuner):
         for generation in range(self.generations + 1):
             scores = self.score(population)
             for cand, score in zip(population, scores.tolist(), strict=True):
-                key = steps_key(cand.steps)
+                key = cand.key
                 if key not in self.seen and key not in pool:
                     pool[key] = (score, cand)
             if generation == self.generations:

@@ -48,7 +48,7 @@ def _top(measured: Sequence[tuple[Candidate, float]], n: int) -> list[tuple[Cand
     """The ``n`` fastest distinct valid programs, fastest first (the earliest on ties)."""
     best: dict[str, tuple[Candidate, float]] = {}
     for cand, cost in measured:
-        key = steps_key(cand.steps)
+        key = cand.key
         if math.isfinite(cost) and cost < best.get(key, (cand, math.inf))[1]:
             best[key] = (cand, cost)
     return sorted(best.values(), key=lambda cc: cc[1])[:n]
@@ -77,7 +77,7 @@ def remeasure_top(
     measurements; any other runner is used as it is."""
     done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
     chosen = _top(measured, top)
-    todo = [cand for cand, _ in chosen if steps_key(cand.steps) not in done]
+    todo = [cand for cand, _ in chosen if cand.key not in done]
     results: list[MeasureResult] = []
     if todo:
         inputs = [MeasureInput(task, c.steps, c.program) for c in todo]
@@ -95,10 +95,10 @@ def remeasure_top(
             if log is not None and res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
                 program: dict[str, Any] = {**(inp.program or {}), REMEASURE_KEY: repeat}
                 records.append_records(log, [Record.from_measure(inp, res, compiler, program)])
-    medians = {steps_key(c.steps): done[steps_key(c.steps)] for c, _ in chosen}
+    medians = {c.key: done[c.key] for c, _ in chosen}
     best, best_cost = None, math.inf
     for cand, _ in chosen:
-        cost = medians[steps_key(cand.steps)]
+        cost = medians[cand.key]
         if cost < best_cost:
             best, best_cost = cand, cost
     return Final(best, best_cost, len(results), medians)

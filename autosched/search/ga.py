@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 
-from ..records import steps_key
 from ..task import Task
 from .learning import CostModel
 from .space import Candidate, TuningSpace, crossover, mutate
@@ -60,7 +59,7 @@ class GATuner(Tuner):
             child = self._select(parents, self.rng)
             if self.rng.random() < self.crossover_prob:
                 child = crossover(self.space, child, self._select(parents, self.rng), self.rng)
-            if self.rng.random() < self.mutation_prob or steps_key(child.steps) in self.seen:
+            if self.rng.random() < self.mutation_prob or child.key in self.seen:
                 child = mutate(self.space, child, self.rng)
             if self.is_new(child):
                 return child

@@ -2,10 +2,11 @@
 
 A :class:`ModelTuner` proposes programs from a *plan*: the ``plan_size`` best programs (by the
 model's prediction) that a search over the space (:meth:`ModelTuner.search`, simulated annealing
-or evolution) found and that were never measured. The plan is made again once it is used up or
-``plan_size`` trials were measured since it was made (the model has been refitted after every
-batch meanwhile). A share ``epsilon`` of the programs is drawn at random instead, and until the
-model has been fitted at all (too few records) every program is random.
+or evolution) found and that were never measured. The plan is made again once it is used up, once
+``plan_size`` trials were measured since it was made, or (tuners with ``replan_on_refit``, like
+Ansor's search round per measured batch) whenever the model was refitted since. A share
+``epsilon`` of the programs is drawn at random instead, and until the model has been fitted at all
+(too few records) every program is random.
 
 :func:`diverse_pick` is AutoTVM's diversity-aware (submodular) batch selection: it greedily picks
 programs with a high score whose steps are not yet covered by the programs already picked.
@@ -63,6 +64,8 @@ class ModelTuner(Tuner):
     """
 
     default_model = "xgb"
+    #: search again after every refit of the model (True), or only every ``plan_size`` trials
+    replan_on_refit = False
 
     def __init__(
         self,
@@ -79,6 +82,7 @@ class ModelTuner(Tuner):
         self.epsilon = epsilon
         self.plan: list[Candidate] = []
         self.planned_at = -1  # trials when the plan was made
+        self.planned_with = -1  # the model's fit generation the plan was made with
         self.plans = 0
         self.dry = False
 
@@ -91,7 +95,8 @@ class ModelTuner(Tuner):
     def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """The model's scores of ``candidates`` (higher: faster)."""
         assert self.learner is not None
-        return self.learner.predict([MeasureInput(self.task, c.steps, c.program) for c in candidates])
+        inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
+        return self.learner.predict(inputs, [c.key for c in candidates])
 
     def best_measured(self, n: int) -> list[Candidate]:
         """The ``n`` fastest valid programs measured so far (history included)."""
@@ -100,9 +105,8 @@ class ModelTuner(Tuner):
 
     def is_unseen(self, candidate: Candidate) -> bool:
         """Whether ``candidate`` was never measured nor proposed (does not mark it)."""
-        from ..records import steps_key
 
-        return steps_key(candidate.steps) not in self.seen
+        return candidate.key not in self.seen
 
     # -- the plan
     @property
@@ -113,11 +117,14 @@ class ModelTuner(Tuner):
     def _replan(self) -> None:
         self.plan = self.search(self.plan_size)
         self.planned_at = self.trials
+        self.planned_with = self.learner.generation if self.learner is not None else -1
         self.plans += 1
 
     def next_batch(self, batch_size: int) -> list[Candidate]:
         self.refit_pending()
         stale = self.trials - self.planned_at >= self.plan_size
+        if self.replan_on_refit and self.learner is not None:
+            stale = stale or self.learner.generation != self.planned_with
         if self.guided and self.plan and stale:
             self._replan()
         batch: list[Candidate] = []

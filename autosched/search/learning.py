@@ -118,9 +118,15 @@ def model_name(model: object) -> str:
 # -- quality metrics (the model package's when it has them) --------------------------------------
 
 
+def _finite(scores: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Scores with NaN and infinities clipped to finite values (NaN: the lowest)."""
+    s = np.asarray(scores, dtype=float)
+    return np.nan_to_num(s, nan=-1e300, posinf=1e300, neginf=-1e300)
+
+
 def _local_pairwise_accuracy(scores: Sequence[float], costs: Sequence[float]) -> float:
     """Among pairs of different cost, the share the scores order right (higher score, lower cost)."""
-    s, c = np.asarray(scores, dtype=float), np.asarray(costs, dtype=float)
+    s, c = _finite(scores), np.asarray(costs, dtype=float)
     c = np.where(np.isfinite(c), c, np.inf)
     ds = s[:, None] - s[None, :]
     faster = c[:, None] < c[None, :]
@@ -130,7 +136,7 @@ def _local_pairwise_accuracy(scores: Sequence[float], costs: Sequence[float]) ->
 
 def _local_recall_at_k(scores: Sequence[float], costs: Sequence[float], k: int) -> float:
     """The share of the ``k`` fastest programs among the ``k`` best scored (ties: by position)."""
-    s, c = np.asarray(scores, dtype=float), np.asarray(costs, dtype=float)
+    s, c = _finite(scores), np.asarray(costs, dtype=float)
     k = min(k, len(s))
     if k <= 0:
         return math.nan
@@ -246,9 +252,10 @@ class Learner:
         train = len(self.transfer_inputs) + len(self.inputs)
         return ModelQuality(batch, trials, fresh, accuracy, recall, k, seconds, train)
 
-    def predict(self, inputs: Sequence[MeasureInput]) -> np.ndarray:
-        """Scores of ``inputs`` by the current model (cached per program until the next fit)."""
-        keys = [steps_key(i.steps) for i in inputs]
+    def predict(self, inputs: Sequence[MeasureInput], keys: Sequence[str] | None = None) -> np.ndarray:
+        """Scores of ``inputs`` (whose program keys are ``keys``, if known) by the current model,
+        cached per program until the next fit."""
+        keys = keys if keys is not None else [steps_key(i.steps) for i in inputs]
         todo = {k: i for k, i in zip(keys, inputs, strict=True) if k not in self._cache}
         if todo:
             scores = np.asarray(self.model.predict(list(todo.values())), dtype=float).reshape(-1)

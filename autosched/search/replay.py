@@ -145,6 +145,8 @@ class LogSpace:
     """A :class:`~autosched.search.space.TuningSpace` of the programs a replay log holds."""
 
     kind = "log"
+    #: distance vectors kept (one per program asked about)
+    CACHE = 4096
 
     def __init__(self, log: ReplayLog, neighbours: int = 8) -> None:
         self.log = log
@@ -157,23 +159,32 @@ class LogSpace:
             self.incidence[i, row] = 1.0
         self.sizes = self.incidence.sum(axis=1)
         self._near: dict[int, list[int]] = {}
+        self._distances: dict[int, np.ndarray] = {}
+        self._cands: dict[int, Candidate] = {}
 
     def _candidate(self, i: int) -> Candidate:
-        record = self.log.programs[i]
-        return Candidate(record.steps, dict(record.program or {}), i)
+        cand = self._cands.get(i)
+        if cand is None:
+            record = self.log.programs[i]
+            cand = self._cands[i] = Candidate(record.steps, dict(record.program or {}), i)
+        return cand
 
     def _position(self, candidate: Candidate) -> int:
         if isinstance(candidate.point, int):
             return candidate.point
         try:
-            return self.index[steps_key(candidate.steps)]
+            return self.index[candidate.key]
         except KeyError:
             raise ValueError("the program is not in the replay log") from None
 
     def distances(self, i: int) -> np.ndarray:
         """Step distance from program ``i`` to every program: steps one has and the other lacks."""
-        shared = self.incidence @ self.incidence[i]
-        return self.sizes[i] + self.sizes - 2 * shared
+        if i not in self._distances:
+            if len(self._distances) >= self.CACHE:
+                self._distances.clear()
+            shared = self.incidence @ self.incidence[i]
+            self._distances[i] = self.sizes[i] + self.sizes - 2 * shared
+        return self._distances[i].copy()
 
     def nearest(self, i: int) -> list[int]:
         """The ``neighbours`` programs nearest to program ``i`` (itself excluded; ties: log order)."""

@@ -20,7 +20,6 @@ import math
 
 import numpy as np
 
-from ..records import steps_key
 from ..task import Task
 from .guided import ModelTuner, diverse_pick
 from .learning import CostModel
@@ -81,7 +80,7 @@ class SATuner(ModelTuner):
             nonlocal tie
             changed = False
             for cand, score in zip(cands, scores.tolist(), strict=True):
-                key = steps_key(cand.steps)
+                key = cand.key
                 if key in members or key in self.seen:
                     continue
                 if len(pool) < pool_size:

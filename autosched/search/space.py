@@ -12,11 +12,13 @@ two. Both accept candidates read back from a log (no ``point``: it is decoded fr
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..records import steps_key
 from ..schedule import ScheduleError
 from ..steps import Step
 from ..task import Task
@@ -33,6 +35,11 @@ class Candidate:
     steps: tuple[Step, ...]
     program: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     point: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """:func:`~autosched.records.steps_key` of the steps (computed once)."""
+        return steps_key(self.steps)
 
 
 class TuningSpace(Protocol):
@@ -69,7 +76,7 @@ class EvolvableSpace(TuningSpace, Protocol):
 def mutate(space: TuningSpace, candidate: Candidate, rng: random.Random) -> Candidate:
     """``space.mutate(candidate)``; a fresh sample where the space cannot mutate (or the mutant is
     not a program)."""
-    if isinstance(space, EvolvableSpace):
+    if hasattr(space, "mutate"):  # an EvolvableSpace (isinstance on a Protocol is slow)
         try:
             return space.mutate(candidate, rng)
         except (ScheduleError, ValueError):
@@ -79,7 +86,7 @@ def mutate(space: TuningSpace, candidate: Candidate, rng: random.Random) -> Cand
 
 def crossover(space: TuningSpace, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
     """``space.crossover(a, b)``; ``a`` where the space cannot cross programs."""
-    if isinstance(space, EvolvableSpace):
+    if hasattr(space, "crossover"):
         try:
             return space.crossover(a, b, rng)
         except (ScheduleError, ValueError):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from ..diagnostics import warn
-from ..records import Record, steps_key
+from ..records import Record
 from ..runner.measure import MeasureInput, MeasureResult
 from ..schedule import ScheduleError
 from ..task import Task
@@ -100,7 +100,7 @@ class Tuner:
     # -- bookkeeping
     def is_new(self, candidate: Candidate) -> bool:
         """Whether ``candidate``'s program has not been proposed or measured before; marks it seen."""
-        key = steps_key(candidate.steps)
+        key = candidate.key
         if key in self.seen:
             return False
         self.seen.add(key)
@@ -119,7 +119,7 @@ class Tuner:
     def _record(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
         """Bookkeeping of measured candidates: seen programs, the best, the model's records."""
         for cand, res in zip(candidates, results, strict=True):
-            self.seen.add(steps_key(cand.steps))
+            self.seen.add(cand.key)
             if res.ok and res.median < self.best_cost:
                 self.best_cost, self.best_candidate, self.best_trial = res.median, cand, self.trials
             self.trials += 1
