@@ -41,7 +41,7 @@ class SATuner(ModelTuner):
         seed: int | None = None,
         model: CostModel | str | None = None,
         *,
-        plan_size: int = 32,
+        plan_size: int = 16,
         epsilon: float = 0.05,
         parallel_size: int = 64,
         n_iter: int = 100,
