@@ -18,7 +18,7 @@ import numpy as np
 from ..task import Task
 from .guided import ModelTuner
 from .learning import CostModel
-from .space import Candidate, TuningSpace, crossover, mutate
+from .space import Candidate, TuningSpace, crossover, mutate, sample
 from .tuner import register_tuner
 
 __all__ = ["EvolutionaryTuner", "tournament"]
@@ -68,7 +68,7 @@ class EvolutionaryTuner(ModelTuner):
         for _ in range(4 * self.population):
             if len(members) >= self.population:
                 break
-            cand = self.space.sample(self.rng)
+            cand = sample(self.space, self.rng)
             key = cand.key
             if key not in keys:
                 keys.add(key)

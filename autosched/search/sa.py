@@ -23,7 +23,7 @@ import numpy as np
 from ..task import Task
 from .guided import ModelTuner, diverse_pick
 from .learning import CostModel
-from .space import Candidate, TuningSpace, mutate
+from .space import Candidate, TuningSpace, mutate, sample
 from .tuner import register_tuner
 
 __all__ = ["SATuner"]
@@ -67,7 +67,7 @@ class SATuner(ModelTuner):
         kept = self.points[: self.parallel_size - len(restart)]
         points = restart + kept
         while len(points) < self.parallel_size:
-            points.append(self.space.sample(self.rng))
+            points.append(sample(self.space, self.rng))
         return points
 
     def search(self, n: int) -> list[Candidate]:

@@ -73,6 +73,17 @@ class EvolvableSpace(TuningSpace, Protocol):
         ...
 
 
+def sample(space: TuningSpace, rng: random.Random, attempts: int = 64) -> Candidate:
+    """``space.sample(rng)``, drawn again (up to ``attempts`` times) when the point drawn is not a
+    program (a template config whose schedule is illegal)."""
+    for _ in range(attempts - 1):
+        try:
+            return space.sample(rng)
+        except ScheduleError:
+            continue
+    return space.sample(rng)
+
+
 def mutate(space: TuningSpace, candidate: Candidate, rng: random.Random) -> Candidate:
     """``space.mutate(candidate)``; a fresh sample where the space cannot mutate (or the mutant is
     not a program)."""
@@ -81,7 +92,7 @@ def mutate(space: TuningSpace, candidate: Candidate, rng: random.Random) -> Cand
             return space.mutate(candidate, rng)
         except (ScheduleError, ValueError):
             pass
-    return space.sample(rng)
+    return sample(space, rng)
 
 
 def crossover(space: TuningSpace, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
