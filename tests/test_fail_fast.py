@@ -40,6 +40,8 @@ def test_an_unwritable_kernel_cache_stops_the_run_at_once(tmp_path: Path) -> Non
             "--log",
             str(log),
             "--quiet",
+            "--tuner",  # no model: nothing optional to warn about before the error
+            "random",
         ],
         cwd=tmp_path,
         env=env,

@@ -17,6 +17,7 @@ import autosched as asc
 from autosched.cli import main
 from autosched.records import load_records, steps_key
 from autosched.runner.measure import MeasureOption
+from autosched.search.final import is_remeasurement
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -37,17 +38,20 @@ def test_tune_logs_every_trial_resumes_and_loads_the_best(tmp_path: Path) -> Non
     first = asc.tune(task, trials=12, log=log, seed=0, option=FAST)
     assert (first.trials, first.new_trials, first.resumed_trials) == (12, 12, 0)
     assert first.valid_trials + sum(first.errors.values()) == 12 and first.valid_trials >= 6
-    records = load_records(log)
-    assert len(records) == 12 and all(r.workload_key == task.workload.key for r in records)
+    everything = load_records(log)
+    records = [r for r in everything if not is_remeasurement(r)]
+    assert len(records) == 12 and all(r.workload_key == task.workload.key for r in everything)
     assert all(len(r.costs) == 2 for r in records if r.ok)
-    assert first.best_time_ms == pytest.approx(min(r.median for r in records) * 1e3)
-    assert first.best_gflops == pytest.approx(task.flops() / min(r.median for r in records) / 1e9)
+    # the best is the fastest of the top 3 measured again with 10 repeats
+    again = [r for r in everything if is_remeasurement(r)]
+    assert len(again) == 3 and all(len(r.costs) == 10 for r in again)
+    assert first.best_time_ms == pytest.approx(min(r.median for r in again) * 1e3)
+    assert first.best_gflops == pytest.approx(task.flops() / min(r.median for r in again) / 1e9)
 
     second = asc.tune(task, trials=18, log=log, seed=0, option=FAST)
     assert (second.trials, second.new_trials, second.resumed_trials) == (18, 6, 12)
-    records = load_records(log)
+    records = [r for r in load_records(log) if not is_remeasurement(r)]
     assert len(records) == 18 and len({r.program_key for r in records}) == 18
-    assert second.best_time_ms <= first.best_time_ms
 
     check_kernel(task, asc.load_best(log, task))
 
@@ -57,7 +61,7 @@ def test_grid_tuning_of_a_conv2d_template_space(tmp_path: Path) -> None:
     log = tmp_path / "conv.jsonl"
     result = asc.tune(task, trials=8, log=log, tuner="grid", space="template", option=FAST)
     assert result.trials == 8 and result.valid_trials >= 1
-    indices = [r.program["index"] for r in load_records(log)]
+    indices = [r.program["index"] for r in load_records(log) if not is_remeasurement(r)]
     assert indices == sorted(indices) and indices[0] == 0
     check_kernel(task, asc.load_best(log, task))
 
@@ -121,7 +125,7 @@ def test_sigkill_in_the_middle_then_resume_loses_nothing(tmp_path: Path) -> None
     )
     summary = json.loads(out.stdout)
     assert summary["trials"] == 40 and summary["resumed_trials"] == len(before)
-    after = load_records(log)
+    after = [r for r in load_records(log) if not is_remeasurement(r)]
     keys = [r.program_key for r in after]
     assert len(keys) == 40 and len(set(keys)) == 40
     assert keys[: len(before)] == list(before)  # the killed run's records, first and unchanged

@@ -14,7 +14,8 @@ from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
 from ..records.export import EXECUTABLE, export_files, write_files
-from ..records.report import Summary, report_table, summarize, write_report
+from ..records.report import Summary, model_quality_table, report_table, summarize, write_report
+from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
 
@@ -135,6 +136,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     records = _load(args.log)
     print(report_table(records))
+    quality = model_quality_table(sidecar_path(args.log))
+    if quality is not None:
+        print(f"\ncost model quality per batch, before each refit ({sidecar_path(args.log)}):")
+        print(quality)
     out = write_report(records, args.out or Path(args.log).with_suffix(".png"))
     print(f"tuning curves: {out}")
     return 0

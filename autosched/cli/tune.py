@@ -9,6 +9,8 @@ import shlex
 from ..database import Database
 from ..runner.measure import MeasureOption
 from ..search import SPACES, TUNERS, tune
+from ..search.learning import check_model_name
+from ..search.tune import DEFAULT_TUNERS
 from ..task import Task
 from .basic import parse_value
 
@@ -23,20 +25,30 @@ def cmd_tune(args: argparse.Namespace) -> int:
         build_timeout=args.build_timeout,
         run_timeout=args.run_timeout,
     )
+    tuner = args.tuner or DEFAULT_TUNERS.get(args.space, "random")
+    if tuner not in TUNERS:
+        raise ValueError(f"unknown tuner {tuner!r}; tuners: {', '.join(sorted(TUNERS))}")
+    if args.model:
+        check_model_name(args.model)
+    model = args.model or TUNERS[tuner].default_model
     log = args.log or Database(args.db).log_for(task, create=True)
     if not args.json:
-        print(f"tuning {task}\n  space {args.space}, tuner {args.tuner}, log {log}", flush=True)
+        with_model = f", model {model}" if model else ""
+        print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
     result = tune(
         task,
         trials=args.trials,
         log=log,
-        tuner=args.tuner,
+        tuner=tuner,
+        model=args.model,
+        transfer=args.transfer or (),
         space=args.space,
         seed=args.seed,
         early_stopping=args.early_stopping,
         timeout=args.timeout,
         option=option,
         progress=not args.quiet,
+        remeasure=args.remeasure,
     )
     if args.json:
         print(json.dumps(result.to_json()))
@@ -50,7 +62,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if result.best_time_ms is None:
         print("  best   : no valid program measured")
         return 1
-    print(f"  best   : {result.best_time_ms:.4f} ms  {result.best_gflops:.2f} GFLOP/s")
+    again = f", top {args.remeasure} re-measured" if args.remeasure else ""
+    print(f"  best   : {result.best_time_ms:.4f} ms  {result.best_gflops:.2f} GFLOP/s{again}")
     print(
         f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
         f"run {result.run_time_s:.1f} s, everything else {100 * result.overhead_share:.0f}%)"
@@ -76,7 +89,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--log", help="JSON-lines tuning log (default: the task's log in the tuning database)")
     where.add_argument("--db", metavar="DIR", help="tuning database (default: $AUTOSCHED_DB or ~/.cache)")
-    p.add_argument("--tuner", default="random", choices=sorted(TUNERS))
+    p.add_argument(
+        "--tuner",
+        help=f"{', '.join(sorted(TUNERS))} (default: "
+        + ", ".join(f"{t} for {s} spaces" for s, t in DEFAULT_TUNERS.items()) + ")",
+    )
+    p.add_argument("--model", help="cost model of a model-guided tuner: xgb (default), mlp, random")
+    p.add_argument(
+        "--transfer", action="append", metavar="LOG",
+        help="fit the model on the records of this log of other workloads first (repeatable)",
+    )
+    p.add_argument(
+        "--remeasure", type=int, default=3, metavar="N",
+        help="measure the N best programs again with more repeats before declaring the best (0: no)",
+    )
     p.add_argument("--space", default="sketch", choices=sorted(SPACES))
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without gain")

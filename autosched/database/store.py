@@ -37,6 +37,8 @@ __all__ = ["Database", "GcAction", "GcReport", "default_path", "target_slug"]
 ENV = "AUTOSCHED_DB"
 MACHINE_FILE = "machine.json"
 LOG_SUFFIX = ".jsonl"
+#: model-quality files next to the logs (autosched.search.learning.sidecar_path) are not logs
+SIDECAR_SUFFIX = ".model.jsonl"
 #: temporary files of interrupted atomic rewrites older than this many seconds are removed by gc
 STALE_TMP_SECONDS = 3600.0
 #: how records.io says a line is a record of another format version
@@ -156,7 +158,8 @@ class Database:
     def logs(self, fingerprint: str | None = None) -> list[Path]:
         """The logs of the database (of one machine's directory when ``fingerprint`` is given)."""
         folders = [self.path / fingerprint] if fingerprint else [self.path / f for f in self.machines()]
-        return sorted(p for d in folders if d.is_dir() for p in d.glob(f"*{LOG_SUFFIX}") if p.is_file())
+        found = (p for d in folders if d.is_dir() for p in d.glob(f"*{LOG_SUFFIX}") if p.is_file())
+        return sorted(p for p in found if not p.name.endswith(SIDECAR_SUFFIX))
 
     # -- lookups ----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,32 @@ def report_table(records: Iterable[Record]) -> str:
             ]
         )
     return _format_table(rows, right={1, 2, 3, 4})
+
+
+def model_quality_table(path: str | Path) -> str | None:
+    """The cost model's quality per refit from a ``LOG.model.jsonl`` sidecar (written by model-guided
+    tuning): batch, trials, pairwise accuracy and recall@k on the batch before the model saw it,
+    fit seconds. None if the file is missing or holds no entry."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    rows = [["batch", "trials", "pairwise acc", "recall@k", "k", "fit s", "model", "workload"]]
+    for line in lines:
+        try:
+            e = json.loads(line)
+            rows.append(
+                [str(e["batch"]), str(e["trials"]), _fraction(e.get("pairwise_accuracy")),
+                 _fraction(e.get("recall_at_k")), str(e.get("k", "-")), f"{float(e['fit_seconds']):.2f}",
+                 str(e.get("model", "-")), str(e.get("workload_key", "-")).split("#", 1)[0]]
+            )
+        except (ValueError, KeyError, TypeError):
+            continue  # a torn or foreign line
+    return _format_table(rows, right={0, 1, 2, 3, 4, 5}) if len(rows) > 1 else None
+
+
+def _fraction(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.3f}"
 
 
 def tuning_curve(summary: Summary) -> tuple[list[int], list[float], list[float]]:

@@ -1,6 +1,12 @@
 """autosched.search: tuners, the tuning loop and ``tune`` (where spaces, runners and logs meet)."""
 
+from .evolutionary import EvolutionaryTuner
+from .ga import GATuner
+from .guided import ModelTuner, diverse_pick
+from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolve_model
 from .progress import ProgressBar, TuneStats
+from .replay import LogSpace, ReplayLog, ReplayRunner
+from .sa import SATuner
 from .space import SPACES, Candidate, SpaceError, TuningSpace, make_space
 from .tune import TuneResult, tune
 from .tuner import TUNERS, GridTuner, RandomTuner, Tuner, make_tuner, register_tuner
@@ -9,16 +15,29 @@ __all__ = [
     "SPACES",
     "TUNERS",
     "Candidate",
+    "CostModel",
+    "EvolutionaryTuner",
+    "GATuner",
     "GridTuner",
+    "Learner",
+    "LogSpace",
+    "ModelQuality",
+    "ModelTuner",
+    "ModelUnavailable",
     "ProgressBar",
     "RandomTuner",
+    "ReplayLog",
+    "ReplayRunner",
+    "SATuner",
     "SpaceError",
     "TuneResult",
     "TuneStats",
     "Tuner",
     "TuningSpace",
+    "diverse_pick",
     "make_space",
     "make_tuner",
     "register_tuner",
+    "resolve_model",
     "tune",
 ]

@@ -1,12 +1,19 @@
-"""Counters of a tuning run and the progress bar drawn from them."""
+"""Counters of a tuning run, the progress bar drawn from them, and the model-quality sidecar.
+
+With a cost model, the bar also shows how well the model ranked the last batch before it was
+trained on it (pairwise accuracy, recall@k), and :class:`QualityLog` appends the same figures to
+``LOG.model.jsonl`` next to the tuning log (one JSON object per refit).
+"""
 
 from __future__ import annotations
 
 import collections
+import json
 import sys
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..runner.measure import MeasureErrorNo, MeasureResult
 
@@ -31,6 +38,55 @@ class TuneStats:
             self.valid += 1
         else:
             self.errors[error_no.name] += 1
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None or value != value else f"{value:.2f}"
+
+
+def model_text(tuner: Tuner) -> str:
+    """``  model acc 0.81 r@4 0.50`` for the model's last scored batch; "" without a model."""
+    if tuner.learner is None:
+        return ""
+    scored = [q for q in tuner.model_quality if q.pairwise_accuracy is not None]
+    if not scored:
+        return "  model -"
+    q = scored[-1]
+    return f"  model acc {_figure(q.pairwise_accuracy)} r@{q.k} {_figure(q.recall_at_k)}"
+
+
+class QualityLog:
+    """A tuner callback: appends each new :class:`~autosched.search.learning.ModelQuality` of the
+    tuner to the sidecar ``path`` (JSON lines), with the task, tuner and model named. Batch indices
+    continue those of earlier runs of the task in the file."""
+
+    def __init__(self, path: Path, meta: dict[str, Any]) -> None:
+        self.path, self.meta = path, meta
+        self.written = 0
+        self.offset = 0
+        if path.exists():
+            for line in path.read_text(errors="replace").splitlines():
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict) and entry.get("workload_key") == meta.get("workload_key"):
+                    self.offset = max(self.offset, int(entry.get("batch", -1)) + 1)
+
+    def __call__(
+        self, tuner: Tuner, candidates: Sequence[Candidate], results: Sequence[MeasureResult]
+    ) -> None:
+        fresh = tuner.model_quality[self.written :]
+        if not fresh:
+            return
+        lines = []
+        for q in fresh:
+            entry = {**q.to_json(), **self.meta, "timestamp": time.time()}
+            entry["batch"] = q.batch + self.offset
+            lines.append(json.dumps(entry) + "\n")
+        with self.path.open("a") as f:
+            f.write("".join(lines))
+        self.written += len(fresh)
 
 
 def _clock(seconds: float) -> str:
@@ -73,7 +129,7 @@ class ProgressBar:
         errors = sum(self.stats.errors.values())
         self.last = (
             f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:>{len(str(self.total))}}/{self.total}"
-            f"  best {best}  errors {errors}  elapsed {_clock(elapsed)}  ETA {eta}"
+            f"  best {best}  errors {errors}{model_text(tuner)}  elapsed {_clock(elapsed)}  ETA {eta}"
         )
         self.stream.write(("\r" + self.last) if self.tty else self.last + "\n")
         self.stream.flush()

@@ -2,19 +2,27 @@
 
 A tuner sees a :class:`TuningSpace`: it draws random :class:`Candidate` s, and walks the space in
 a fixed order by index (a grid). A candidate is a program (its schedule steps) plus a JSON
-description of where in the space it came from, which goes to the tuning log.
+description of where in the space it came from, which goes to the tuning log, and its ``point``
+in the space (a config index, a sketch program), which stays in memory.
+
+Spaces that local search can walk are also an :class:`EvolvableSpace`: ``mutate`` gives a
+neighbour of a candidate (one knob changed, one annotation mutated) and ``crossover`` a child of
+two. Both accept candidates read back from a log (no ``point``: it is decoded from ``program``).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from ..records import steps_key
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
-from ..space.generated import SketchSpace
+from ..space.annotate import Annotation
+from ..space.generated import SketchProgram, SketchSpace
 from ..space.templates import instantiate, template_space
 from ..task import Task
 
@@ -29,6 +37,12 @@ class Candidate:
 
     steps: tuple[Step, ...]
     program: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    point: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """:func:`~autosched.records.steps_key` of the steps (computed once)."""
+        return steps_key(self.steps)
 
 
 class TuningSpace(Protocol):
@@ -49,6 +63,51 @@ class TuningSpace(Protocol):
         ...
 
 
+@runtime_checkable
+class EvolvableSpace(TuningSpace, Protocol):
+    """A space with neighbours and children, for simulated annealing and evolutionary search."""
+
+    def mutate(self, candidate: Candidate, rng: random.Random) -> Candidate:
+        """A neighbour of ``candidate`` (may be ``candidate``'s program when nothing applies)."""
+        ...
+
+    def crossover(self, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
+        """A child of ``a`` and ``b`` (``a``'s program when they cannot be crossed)."""
+        ...
+
+
+def sample(space: TuningSpace, rng: random.Random, attempts: int = 64) -> Candidate:
+    """``space.sample(rng)``, drawn again (up to ``attempts`` times) when the point drawn is not a
+    program (a template config whose schedule is illegal)."""
+    for _ in range(attempts - 1):
+        try:
+            return space.sample(rng)
+        except ScheduleError:
+            continue
+    return space.sample(rng)
+
+
+def mutate(space: TuningSpace, candidate: Candidate, rng: random.Random) -> Candidate:
+    """``space.mutate(candidate)``; a fresh sample where the space cannot mutate (or the mutant is
+    not a program)."""
+    if hasattr(space, "mutate"):  # an EvolvableSpace (isinstance on a Protocol is slow)
+        try:
+            return space.mutate(candidate, rng)
+        except (ScheduleError, ValueError):
+            pass
+    return sample(space, rng)
+
+
+def crossover(space: TuningSpace, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
+    """``space.crossover(a, b)``; ``a`` where the space cannot cross programs."""
+    if hasattr(space, "crossover"):
+        try:
+            return space.crossover(a, b, rng)
+        except (ScheduleError, ValueError):
+            pass
+    return a
+
+
 class TemplateTuningSpace:
     """A knob template's :class:`~autosched.space.knobs.ConfigSpace`; points are config indices."""
 
@@ -61,11 +120,43 @@ class TemplateTuningSpace:
         except KeyError as err:
             raise SpaceError(str(err.args[0])) from None
         self._instantiate = instantiate
+        self.radices = list(self.space.knobs.values())  # knob sizes, the first varies fastest
 
     def _candidate(self, index: int) -> Candidate:
         config = self.space.get(index)
         sched = self._instantiate(self.task.workload, self.task.target, config)
-        return Candidate(tuple(sched.steps), {"space": "template", **config.to_json()})
+        return Candidate(tuple(sched.steps), {"space": "template", **config.to_json()}, index)
+
+    def _digits(self, candidate: Candidate) -> list[int]:
+        """The knob positions of ``candidate`` (its config index in mixed radix)."""
+        index = candidate.point if candidate.point is not None else candidate.program.get("index")
+        if not isinstance(index, int) or not 0 <= index < len(self.space):
+            raise ValueError(f"not a config of this template: {candidate.program!r}")
+        digits = []
+        for radix in self.radices:
+            index, digit = divmod(index, radix)
+            digits.append(digit)
+        return digits
+
+    def _index(self, digits: list[int]) -> int:
+        index = 0
+        for radix, digit in zip(reversed(self.radices), reversed(digits), strict=True):
+            index = index * radix + digit
+        return index
+
+    def mutate(self, candidate: Candidate, rng: random.Random) -> Candidate:
+        """One knob set to another of its values."""
+        digits = self._digits(candidate)
+        knobs = [i for i, radix in enumerate(self.radices) if radix > 1]
+        if knobs:
+            k = rng.choice(knobs)
+            digits[k] = rng.choice([d for d in range(self.radices[k]) if d != digits[k]])
+        return self._candidate(self._index(digits))
+
+    def crossover(self, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
+        """Each knob from one parent or the other (uniform crossover)."""
+        pairs = zip(self._digits(a), self._digits(b), strict=True)
+        return self._candidate(self._index([x if rng.random() < 0.5 else y for x, y in pairs]))
 
     def sample(self, rng: random.Random) -> Candidate:
         return self._candidate(rng.randrange(len(self.space)))
@@ -92,8 +183,33 @@ class SketchTuningSpace:
     def _candidate(self, program: Any) -> Candidate:
         steps = self.space.steps(program)
         return Candidate(
-            steps, {"space": "sketch", "sketch": program.sketch, "annotation": program.annotation.to_json()}
+            steps,
+            {"space": "sketch", "sketch": program.sketch, "annotation": program.annotation.to_json()},
+            program,
         )
+
+    def _program(self, candidate: Candidate) -> Any:
+        """The sketch program of ``candidate`` (decoded from its ``program`` if it came from a log)."""
+        if candidate.point is not None:
+            return candidate.point
+        data = candidate.program
+        sketch = data.get("sketch")
+        if data.get("space") != "sketch" or not isinstance(sketch, int) or not 0 <= sketch < len(
+            self.space.sketches
+        ):
+            raise ValueError(f"not a program of this sketch space: {data!r}")
+        try:
+            return SketchProgram(sketch, Annotation.from_json(data["annotation"]))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not a program of this sketch space: {err}") from None
+
+    def mutate(self, candidate: Candidate, rng: random.Random) -> Candidate:
+        """One mutation of the annotation (tile sizes, parallel granularity, unroll, location)."""
+        return self._candidate(self.space.mutate(self._program(candidate), rng))
+
+    def crossover(self, a: Candidate, b: Candidate, rng: random.Random) -> Candidate:
+        """Per stage, the choices of one parent or the other (same sketch; else ``a``)."""
+        return self._candidate(self.space.crossover(self._program(a), self._program(b), rng))
 
     def sample(self, rng: random.Random) -> Candidate:
         return self._candidate(self.space.sample(rng))

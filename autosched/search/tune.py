@@ -1,8 +1,16 @@
 """``asc.tune``: tune one task with a tuner, a space, a builder and a runner, logging every trial.
 
     task = asc.Task("matmul", (512, 512, 512), target="c -num-threads=2")
-    result = asc.tune(task, trials=200, log="matmul.jsonl", tuner="random", space="sketch")
+    result = asc.tune(task, trials=200, log="matmul.jsonl")   # evolutionary search + XGBoost model
     print(result.best_gflops)
+
+The default tuner is model-guided: ``evolutionary`` on sketch spaces, ``sa`` (simulated annealing,
+AutoTVM's) on template spaces, both with the ``xgb`` cost model; where xgboost is missing, random
+search with a warning. ``transfer=[LOG, ...]`` fits the model on other workloads' records first
+(:mod:`autosched.search.transfer`). With a model, its quality per batch goes to the progress bar
+and to ``LOG.model.jsonl`` (:class:`~autosched.search.progress.QualityLog`). At the end the top
+few programs are measured again with more repeats and the best is the lowest re-measured median
+(:mod:`autosched.search.final`).
 
 Each measurement is appended to the log as soon as it is made (one flushed line, under a file
 lock), so a run killed at any moment loses nothing it had measured; running again with the same
@@ -44,9 +52,12 @@ from ..runner.measure import (
     Runner,
 )
 from ..task import Task
-from .progress import ProgressBar, TuneStats
+from .final import Final, is_remeasurement, remeasure_top
+from .learning import CostModel, model_name, sidecar_path
+from .progress import ProgressBar, QualityLog, TuneStats
 from .shared_log import SharedLog
 from .space import Candidate, make_space
+from .transfer import load_transfer
 from .tuner import Callback, Tuner, make_tuner
 
 #: a run whose first this many trials all fail with one unexplained error stops
@@ -77,6 +88,9 @@ class TuneResult:
     build_time_s: float = 0.0  # this run's compile time (wall, parallel builds; lowering excluded)
     run_time_s: float = 0.0  # this run's time in the runner (checks and timing)
     stop_reason: str = ""
+    tuner: str = ""
+    model: str | None = None
+    remeasured_trials: int = 0  # programs this run measured again at the end (see search.final)
     best_steps: tuple[Any, ...] = field(default=(), repr=False)
 
     @property
@@ -203,7 +217,7 @@ class _Sync:
         self.measurer, self.stats = measurer, stats
 
     def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None:
-        theirs = self.measurer.foreign()
+        theirs = [r for r in self.measurer.foreign() if not is_remeasurement(r)]
         for r in theirs:
             self.stats.add(r.error_no)
         tuner.load_history(theirs)
@@ -226,13 +240,30 @@ def _check_arguments(trials: object, log: Path | None) -> None:
         raise PermissionError(f"cannot write the tuning log {log}: permission denied")
 
 
+#: the tuner used when none is named, per space kind (both with the default ``xgb`` model)
+DEFAULT_TUNERS = {"sketch": "evolutionary", "template": "sa"}
+
+
+def _make_tuner(
+    tuner: str | Tuner | None, task: Task, space: str, seed: int | None, model: str | CostModel | None
+) -> Tuner:
+    if isinstance(tuner, Tuner):
+        if model is not None:
+            raise ValueError("pass model= to the Tuner you give, not to tune()")
+        return tuner
+    name = tuner or DEFAULT_TUNERS.get(space, "random")
+    return make_tuner(name, task, make_space(task, space), seed, model)
+
+
 def tune(
     task: Task,
     trials: int = 100,
     log: str | Path | Literal[False] | None = None,
-    tuner: str | Tuner = "random",
+    tuner: str | Tuner | None = None,
     space: str = "sketch",
     *,
+    model: str | CostModel | None = None,
+    transfer: Sequence[str | os.PathLike[str]] = (),
     seed: int | None = None,
     early_stopping: int | None = None,
     timeout: float | None = None,
@@ -242,15 +273,22 @@ def tune(
     batch_size: int | None = None,
     callbacks: Sequence[Callback] = (),
     progress: bool = False,
+    remeasure: int = 3,
+    remeasure_repeat: int | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
-    ``tuner`` is a registered name (``random``, ``grid``) or a :class:`Tuner`; ``space`` is
-    ``sketch`` (generated) or ``template`` (knobs). ``option`` sets timing and timeouts for the
-    default :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`.
-    ``progress`` draws a progress bar on stderr. ``log`` None (the default) records into the
-    tuning database (:class:`~autosched.database.Database`, this machine's log for the task's
-    target); ``log=False`` records nothing.
+    ``tuner`` is a registered name (``evolutionary``, ``sa``/``xgb``, ``ga``, ``random``,
+    ``grid``; None: the model-guided default of the space) or a :class:`Tuner`; ``model`` a cost
+    model or its name (``xgb``, ``mlp``, ``random``; None: the tuner's default); ``transfer`` tuning
+    logs of other workloads to fit the model on first. ``space`` is ``sketch`` (generated) or
+    ``template`` (knobs). ``option`` sets timing and timeouts for the default
+    :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`. ``progress``
+    draws a progress bar on stderr. ``log`` None (the default) records into the tuning database
+    (:class:`~autosched.database.Database`, this machine's log for the task's target);
+    ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
+    with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
+    best is the lowest re-measured median (``remeasure=0``: no re-measurement).
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -262,16 +300,23 @@ def tune(
             f"targets only (no {task.target.kind} builder or runner); use a c target"
         )
     start = time.monotonic()
-    the_tuner = tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, make_space(task, space), seed)
-    history = []
+    the_tuner = _make_tuner(tuner, task, space, seed, model)
+    if transfer and the_tuner.learner is not None:
+        the_tuner.add_transfer(*load_transfer(list(transfer), task))
+    elif transfer:
+        load_transfer(list(transfer), task)  # a bad transfer log is an error all the same
+    history: list[records.Record] = []
     if log_path is not None and log_path.exists() and log_path.stat().st_size > 0:
         history = records.load_records(log_path, workload_key=task.workload.key, target=str(task.target))
         # the machinery failed on these, not the program: measure them again
         history = [r for r in history if r.error_no != MeasureErrorNo.UNKNOWN_ERROR]
+    remeasured = [r for r in history if is_remeasurement(r)]
+    history = [r for r in history if not is_remeasurement(r)]
     stats = TuneStats(task.flops())
     for r in history:
         stats.add(r.error_no)
     resumed = the_tuner.load_history(history)
+    the_tuner.refit_pending()  # a resumed run refits on its log before proposing anything
 
     opt = option or MeasureOption()
     own_builder = builder is None
@@ -280,8 +325,14 @@ def tune(
     the_runner = runner or LocalRunner(opt)
     measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
     hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
+    learner = the_tuner.learner
+    if learner is not None and log_path is not None:
+        meta = {"workload_key": task.workload.key, "target": str(task.target),
+                "tuner": type(the_tuner).__name__, "model": model_name(learner.model)}
+        hooks.append(QualityLog(sidecar_path(log_path), meta))
     if progress:
         hooks.append(ProgressBar(trials, stats))
+    final = Final(None, float("inf"), 0, {})
     try:
         the_tuner.tune(
             trials,
@@ -291,6 +342,12 @@ def tune(
             timeout=timeout,
             callbacks=hooks,
         )
+        if remeasure > 0:
+            final = remeasure_top(
+                task, the_tuner.measured, top=remeasure, repeat=remeasure_repeat or max(10, 3 * opt.repeat),
+                builder=the_builder, runner=the_runner, log=log_path, compiler=measurer.compiler,
+                earlier=remeasured,
+            )
     except KeyboardInterrupt as stop:
         where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
         again = ": run the same command again to resume" if log_path else ""
@@ -304,15 +361,17 @@ def tune(
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
-    best = the_tuner.best_cost if the_tuner.best_candidate is not None else None
+    best_cand, best = final.best, final.best_cost
+    if best_cand is None and the_tuner.best_candidate is not None:  # not re-measured (or it failed)
+        best_cand, best = the_tuner.best_candidate, the_tuner.best_cost
     return TuneResult(
         workload=task.workload.key,
         target=str(task.target),
         trials=the_tuner.trials,
         valid_trials=stats.valid,
         errors=dict(sorted(stats.errors.items())),
-        best_time_ms=best * 1e3 if best is not None else None,
-        best_gflops=stats.flops / best / 1e9 if best else None,
+        best_time_ms=best * 1e3 if best_cand is not None else None,
+        best_gflops=stats.flops / best / 1e9 if best_cand is not None else None,
         log=str(log_path) if log_path is not None else None,
         new_trials=measurer.measured,
         resumed_trials=resumed,
@@ -320,5 +379,8 @@ def tune(
         build_time_s=stats.build_time,
         run_time_s=stats.run_time,
         stop_reason=the_tuner.stop_reason,
-        best_steps=the_tuner.best_candidate.steps if the_tuner.best_candidate else (),
+        tuner=type(the_tuner).__name__,
+        model=model_name(learner.model) if learner is not None else None,
+        remeasured_trials=final.measured,
+        best_steps=best_cand.steps if best_cand is not None else (),
     )

@@ -7,6 +7,13 @@
 callbacks are called as ``callback(tuner, candidates, results)`` after every batch. A tuner never
 proposes a program it has already seen (measured in this run or loaded from a log by
 :meth:`Tuner.load_history`), so a resumed run continues where the last one stopped.
+
+A tuner with a cost model (``model=``: a model object or a name of :mod:`autosched.model`) keeps
+every record of the task in a :class:`~autosched.search.learning.Learner`: after each measured
+batch it scores the batch with the model (:attr:`Tuner.model_quality`), then refits on all records;
+records loaded by :meth:`Tuner.load_history` or :meth:`Tuner.add_transfer` are fitted on before the
+next program is proposed. Model-guided tuners (``sa``/``xgb``, ``evolutionary``) need a model;
+the others only report its quality.
 """
 
 from __future__ import annotations
@@ -16,10 +23,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from ..records import Record, steps_key
-from ..runner.measure import MeasureResult
+from ..diagnostics import warn
+from ..records import Record
+from ..runner.measure import MeasureInput, MeasureResult
 from ..schedule import ScheduleError
 from ..task import Task
+from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolve_model
 from .space import Candidate, TuningSpace
 
 #: measures a batch: one result per candidate, None for a candidate measured elsewhere (another run)
@@ -52,9 +61,16 @@ class Tuner:
     """Base tuner: bookkeeping (trials, best, seen programs) and the tuning loop.
 
     Subclasses implement :meth:`next_batch` and may extend :meth:`update` and :meth:`has_next`.
+    ``model`` is a cost model or its name (see the module docstring); tuners whose
+    :attr:`default_model` is set use that model when none is given.
     """
 
-    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
+    #: the model a model-guided tuner uses when none is given (None: the tuner needs none)
+    default_model: str | None = None
+
+    def __init__(
+        self, task: Task, space: TuningSpace, seed: int | None = None, model: CostModel | str | None = None
+    ) -> None:
         self.task = task
         self.space = space
         self.seed = seed
@@ -65,6 +81,12 @@ class Tuner:
         self.best_candidate: Candidate | None = None
         self.best_trial = -1
         self.stop_reason = ""
+        #: every measured program and its cost (``inf``: failed), history included, in order
+        self.measured: list[tuple[Candidate, float]] = []
+        chosen = model if model is not None else self.default_model
+        self.learner = Learner(resolve_model(chosen)) if chosen is not None else None
+        self.model_quality: list[ModelQuality] = []  # one entry per refit after a measured batch
+        self.batches = 0  # measured batches of this run
 
     # -- to implement
     def next_batch(self, batch_size: int) -> list[Candidate]:
@@ -78,27 +100,71 @@ class Tuner:
     # -- bookkeeping
     def is_new(self, candidate: Candidate) -> bool:
         """Whether ``candidate``'s program has not been proposed or measured before; marks it seen."""
-        key = steps_key(candidate.steps)
+        key = candidate.key
         if key in self.seen:
             return False
         self.seen.add(key)
         return True
 
     def update(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
-        """Learn from measured candidates (the base class tracks the best)."""
+        """Learn from a measured batch: track the best, then (with a model) score the batch with the
+        model and refit it."""
+        self._record(candidates, results)
+        if self.learner is not None:
+            quality = self.learner.refit(self.batches, self.trials)
+            if quality is not None:
+                self.model_quality.append(quality)
+        self.batches += 1
+
+    def _record(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
+        """Bookkeeping of measured candidates: seen programs, the best, the model's records."""
         for cand, res in zip(candidates, results, strict=True):
-            self.seen.add(steps_key(cand.steps))
+            self.seen.add(cand.key)
             if res.ok and res.median < self.best_cost:
                 self.best_cost, self.best_candidate, self.best_trial = res.median, cand, self.trials
             self.trials += 1
+            self.measured.append((cand, res.median))
+        if self.learner is not None:
+            inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
+            self.learner.add(inputs, [r.median for r in results])
+
+    #: draws per requested program before :meth:`sample_new` gives up (the space looks exhausted)
+    MAX_DRAWS = 64
+
+    def sample_new(self, n: int) -> list[Candidate]:
+        """Up to ``n`` random programs not seen before (marked seen); fewer when the space runs dry."""
+        batch: list[Candidate] = []
+        draws = 0
+        while len(batch) < n and draws < self.MAX_DRAWS * max(1, n):
+            draws += 1
+            try:
+                cand = self.space.sample(self.rng)
+            except ScheduleError:  # a drawn point that is no program: draw again
+                continue
+            if self.is_new(cand):
+                batch.append(cand)
+        return batch
 
     def load_history(self, records: Iterable[Record]) -> int:
-        """Take in earlier measurements of this task (a resumed run); returns how many."""
+        """Take in earlier measurements of this task (a resumed run); returns how many. The model
+        is refitted on them before the next program is proposed."""
         records = list(records)
         candidates = [Candidate(r.steps, r.program or {}) for r in records]
         results = [MeasureResult(r.costs, r.error_no, r.error_msg, r.all_cost, r.timestamp) for r in records]
-        self.update(candidates, results)
+        self._record(candidates, results)
         return len(records)
+
+    def add_transfer(self, inputs: Sequence[MeasureInput], costs: Sequence[float]) -> None:
+        """Records of other workloads (transfer learning): the model is fitted on them (and later on
+        the task's own records alongside) before the next program is proposed. Ignored without a
+        model."""
+        if self.learner is not None:
+            self.learner.add_transfer(inputs, costs)
+
+    def refit_pending(self) -> None:
+        """Fit the model on records loaded since the last fit (history, transfer), if any."""
+        if self.learner is not None:
+            self.learner.refit(-1, self.trials)
 
     # -- the loop
     def tune(
@@ -120,6 +186,7 @@ class Tuner:
             if reason:
                 self.stop_reason = reason
                 return
+            self.refit_pending()
             candidates = self.next_batch(min(batch_size, n_trial - self.trials))
             if not candidates:
                 self.stop_reason = "search space exhausted"
@@ -148,24 +215,14 @@ class Tuner:
 class RandomTuner(Tuner):
     """Draws programs uniformly from the space's random sampler, never the same program twice."""
 
-    #: draws per requested program before the space counts as exhausted
-    MAX_DRAWS = 64
-
-    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
-        super().__init__(task, space, seed)
+    def __init__(
+        self, task: Task, space: TuningSpace, seed: int | None = None, model: CostModel | str | None = None
+    ) -> None:
+        super().__init__(task, space, seed, model)
         self.dry = False  # a whole batch of draws found nothing new
 
     def next_batch(self, batch_size: int) -> list[Candidate]:
-        batch: list[Candidate] = []
-        draws = 0
-        while len(batch) < batch_size and draws < self.MAX_DRAWS * max(1, batch_size):
-            draws += 1
-            try:
-                cand = self.space.sample(self.rng)
-            except ScheduleError:  # a drawn point that is no program: draw again
-                continue
-            if self.is_new(cand):
-                batch.append(cand)
+        batch = self.sample_new(batch_size)
         self.dry = not batch
         return batch
 
@@ -177,8 +234,10 @@ class RandomTuner(Tuner):
 class GridTuner(Tuner):
     """Walks the space's enumeration in index order, skipping invalid and already seen points."""
 
-    def __init__(self, task: Task, space: TuningSpace, seed: int | None = None) -> None:
-        super().__init__(task, space, seed)
+    def __init__(
+        self, task: Task, space: TuningSpace, seed: int | None = None, model: CostModel | str | None = None
+    ) -> None:
+        super().__init__(task, space, seed, model)
         self.cursor = 0
         self.size = space.grid_size()
 
@@ -195,10 +254,23 @@ class GridTuner(Tuner):
         return self.cursor < self.size
 
 
-def make_tuner(name: str, task: Task, space: TuningSpace, seed: int | None = None) -> Tuner:
-    """The tuner registered as ``name``."""
+def make_tuner(
+    name: str,
+    task: Task,
+    space: TuningSpace,
+    seed: int | None = None,
+    model: CostModel | str | None = None,
+) -> Tuner:
+    """The tuner registered as ``name``, with cost model ``model`` (an object or a name; None: the
+    tuner's default). Where the model cannot be made here (xgboost or the model package missing),
+    a warning says so and random search (without a model) is used instead. Raises ``ValueError``
+    listing the valid names for an unknown tuner or model name."""
     try:
         cls = TUNERS[name]
     except KeyError:
         raise ValueError(f"unknown tuner {name!r}; tuners: {', '.join(sorted(TUNERS))}") from None
-    return cls(task, space, seed)
+    try:
+        return cls(task, space, seed, model=model)
+    except ModelUnavailable as err:
+        warn(f"{err}; tuning with random search instead of the {name} tuner")
+        return RandomTuner(task, space, seed)

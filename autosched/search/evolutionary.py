@@ -1,0 +1,101 @@
+"""Ansor's evolutionary search on the cost model's predictions (the default for sketch spaces).
+
+Each plan starts a population of ``population`` programs: the best measured programs (a share
+``measured_ratio`` of it) and fresh random samples. For ``generations`` generations the model scores
+the population; every program never measured enters a pool of the best predicted; parents are
+chosen by tournament on the predicted score, and children are made by crossover (probability
+``crossover_prob``, :func:`~autosched.search.space.crossover`) and mutation (probability
+``mutation_prob``: tile sizes, parallel granularity, unroll depth, compute location). The plan is
+the ``plan_size`` best predicted programs of the pool, made again after each refit of the model
+(one search per measured batch, as Ansor); a share ``epsilon`` of the measured programs is still
+drawn at random (:class:`~autosched.search.guided.ModelTuner`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..task import Task
+from .guided import ModelTuner
+from .learning import CostModel
+from .space import Candidate, TuningSpace, crossover, mutate, sample
+from .tuner import register_tuner
+
+__all__ = ["EvolutionaryTuner", "tournament"]
+
+
+def tournament(scores: np.ndarray, size: int, rng: np.random.Generator) -> int:
+    """The index of the best of ``size`` members drawn at random (with replacement)."""
+    drawn = rng.integers(len(scores), size=size)
+    return int(drawn[np.argmax(scores[drawn])])
+
+
+@register_tuner("evolutionary")
+class EvolutionaryTuner(ModelTuner):
+    """Evolutionary search guided by the cost model (see the module docstring)."""
+
+    replan_on_refit = True  # Ansor: one search round per measured batch
+
+    def __init__(
+        self,
+        task: Task,
+        space: TuningSpace,
+        seed: int | None = None,
+        model: CostModel | str | None = None,
+        *,
+        plan_size: int = 32,
+        epsilon: float = 0.05,
+        population: int = 128,
+        generations: int = 4,
+        measured_ratio: float = 0.2,
+        crossover_prob: float = 0.15,
+        mutation_prob: float = 0.85,
+        tournament_size: int = 3,
+    ) -> None:
+        super().__init__(task, space, seed, model, plan_size=plan_size, epsilon=epsilon)
+        self.population = population
+        self.generations = generations
+        self.measured_ratio = measured_ratio
+        self.crossover_prob = crossover_prob
+        self.mutation_prob = mutation_prob
+        self.tournament_size = tournament_size
+        self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
+
+    def initial_population(self) -> list[Candidate]:
+        """The best measured programs, then random samples."""
+        members = self.best_measured(int(self.population * self.measured_ratio))
+        keys = {c.key for c in members}
+        for _ in range(4 * self.population):
+            if len(members) >= self.population:
+                break
+            cand = sample(self.space, self.rng)
+            key = cand.key
+            if key not in keys:
+                keys.add(key)
+                members.append(cand)
+        return members
+
+    def _child(self, parents: list[Candidate], scores: np.ndarray) -> Candidate:
+        first = parents[tournament(scores, self.tournament_size, self.np_rng)]
+        child = first
+        if self.rng.random() < self.crossover_prob:
+            second = parents[tournament(scores, self.tournament_size, self.np_rng)]
+            child = crossover(self.space, first, second, self.rng)
+        if child is first or self.rng.random() < self.mutation_prob:
+            child = mutate(self.space, child, self.rng)
+        return child
+
+    def search(self, n: int) -> list[Candidate]:
+        pool: dict[str, tuple[float, Candidate]] = {}
+        population = self.initial_population()
+        for generation in range(self.generations + 1):
+            scores = self.score(population)
+            for cand, score in zip(population, scores.tolist(), strict=True):
+                key = cand.key
+                if key not in self.seen and key not in pool:
+                    pool[key] = (score, cand)
+            if generation == self.generations:
+                break
+            population = [self._child(population, scores) for _ in range(self.population)]
+        ranked = sorted(pool.values(), key=lambda sc: -sc[0])
+        return [cand for _, cand in ranked[:n]]

@@ -1,0 +1,104 @@
+"""Before the best is declared: the top few programs measured again, with more repeats.
+
+A lucky measurement (a quiet moment on a shared machine, a timer glitch) must not win a tuning
+run. So at the end of :func:`~autosched.search.tune` the ``top`` fastest distinct programs found
+(earlier runs in the log included) are measured once more with ``repeat`` repeats, and the best is
+the lowest median of these re-measurements. Each re-measurement is logged as an ordinary record
+(one line per measurement) whose ``program`` carries ``"remeasure": REPEATS``; such records are no
+trials (a resumed run does not count them), and a program that already has one in the log is not
+measured again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import records
+from ..records import Record, steps_key
+from ..runner.measure import Builder, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
+from ..task import Task
+from .space import Candidate
+
+__all__ = ["REMEASURE_KEY", "Final", "is_remeasurement", "remeasure_top"]
+
+#: the key of a record's ``program`` that marks a re-measurement (its value: the repeats)
+REMEASURE_KEY = "remeasure"
+
+
+def is_remeasurement(record: Record) -> bool:
+    """Whether ``record`` is a final re-measurement (not a trial)."""
+    return bool(record.program and record.program.get(REMEASURE_KEY))
+
+
+@dataclasses.dataclass
+class Final:
+    """The outcome of the re-measurements: the winner and how many programs were measured again."""
+
+    best: Candidate | None
+    best_cost: float
+    measured: int  # re-measurements made by this run (the others came from the log)
+    medians: dict[str, float]  # program key -> re-measured median (inf: failed)
+
+
+def _top(measured: Sequence[tuple[Candidate, float]], n: int) -> list[tuple[Candidate, float]]:
+    """The ``n`` fastest distinct valid programs, fastest first (the earliest on ties)."""
+    best: dict[str, tuple[Candidate, float]] = {}
+    for cand, cost in measured:
+        key = cand.key
+        if math.isfinite(cost) and cost < best.get(key, (cand, math.inf))[1]:
+            best[key] = (cand, cost)
+    return sorted(best.values(), key=lambda cc: cc[1])[:n]
+
+
+def _with_repeats(option: MeasureOption, repeat: int) -> MeasureOption:
+    scale = repeat / max(1, option.repeat)
+    return dataclasses.replace(option, repeat=repeat, run_timeout=option.run_timeout * max(1.0, scale))
+
+
+def remeasure_top(
+    task: Task,
+    measured: Sequence[tuple[Candidate, float]],
+    *,
+    top: int,
+    repeat: int,
+    builder: Builder,
+    runner: Runner,
+    log: Path | None,
+    compiler: str,
+    earlier: Sequence[Record] = (),
+) -> Final:
+    """Measure the ``top`` fastest programs of ``measured`` again with ``repeat`` repeats (see the
+    module docstring). ``earlier`` are re-measurements already in the log. A runner with an
+    ``option`` (:class:`~autosched.runner.LocalRunner`) gets ``repeat`` repeats for these
+    measurements; any other runner is used as it is."""
+    done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
+    chosen = _top(measured, top)
+    todo = [cand for cand, _ in chosen if cand.key not in done]
+    results: list[MeasureResult] = []
+    if todo:
+        inputs = [MeasureInput(task, c.steps, c.program) for c in todo]
+        option = getattr(runner, "option", None)
+        if isinstance(option, MeasureOption):
+            runner.option = _with_repeats(option, repeat)  # type: ignore[attr-defined]
+        try:
+            builds = builder.build(inputs)
+            results = runner.run(inputs, builds)
+        finally:
+            if isinstance(option, MeasureOption):
+                runner.option = option  # type: ignore[attr-defined]
+        for inp, res in zip(inputs, results, strict=True):
+            done[steps_key(inp.steps)] = res.median
+            if log is not None and res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
+                program: dict[str, Any] = {**(inp.program or {}), REMEASURE_KEY: repeat}
+                records.append_records(log, [Record.from_measure(inp, res, compiler, program)])
+    medians = {c.key: done[c.key] for c, _ in chosen}
+    best, best_cost = None, math.inf
+    for cand, _ in chosen:
+        cost = medians[cand.key]
+        if cost < best_cost:
+            best, best_cost = cand, cost
+    return Final(best, best_cost, len(results), medians)

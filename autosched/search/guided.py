@@ -1,0 +1,149 @@
+"""The common part of model-guided tuners: a plan of programs the model likes, epsilon-greedy.
+
+A :class:`ModelTuner` proposes programs from a *plan*: the ``plan_size`` best programs (by the
+model's prediction) that a search over the space (:meth:`ModelTuner.search`, simulated annealing
+or evolution) found and that were never measured. The plan is made again once it is used up, once
+``plan_size`` trials were measured since it was made, or (tuners with ``replan_on_refit``, like
+Ansor's search round per measured batch) whenever the model was refitted since. A share
+``epsilon`` of the programs is drawn at random instead, and until the model has been fitted at all
+(too few records) every program is random.
+
+:func:`diverse_pick` is AutoTVM's diversity-aware (submodular) batch selection: it greedily picks
+programs with a high score whose steps are not yet covered by the programs already picked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from ..runner.measure import MeasureInput
+from ..task import Task
+from .learning import CostModel
+from .space import Candidate, TuningSpace
+from .tuner import Tuner
+
+__all__ = ["ModelTuner", "diverse_pick"]
+
+
+def diverse_pick(
+    candidates: Sequence[Candidate],
+    scores: Sequence[float],
+    n: int,
+    weight: float = 0.5,
+    units: Sequence[frozenset[Hashable]] | None = None,
+) -> list[Candidate]:
+    """Greedily pick ``n`` of ``candidates``: each time the one maximizing its score (scaled to
+    [0, 1] over the candidates) plus ``weight`` times the share of its units (by default its
+    steps) that no program picked before has. A submodular objective: programs too similar to
+    ones already picked lose to slightly worse-scored ones that differ."""
+    if n >= len(candidates):
+        order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+        return [candidates[i] for i in order]
+    s = np.asarray(scores, dtype=float)
+    span = float(s.max() - s.min())
+    norm = (s - s.min()) / span if span > 0 else np.zeros_like(s)
+    sets = list(units) if units is not None else [frozenset(c.steps) for c in candidates]
+    covered: set[Hashable] = set()
+    remaining = list(range(len(candidates)))
+    picked: list[Candidate] = []
+    for _ in range(n):
+        gains = [norm[i] + weight * len(sets[i] - covered) / max(1, len(sets[i])) for i in remaining]
+        best = remaining.pop(int(np.argmax(gains)))
+        picked.append(candidates[best])
+        covered |= sets[best]
+    return picked
+
+
+class ModelTuner(Tuner):
+    """A tuner that measures the programs its cost model predicts fastest (see the module docstring).
+
+    Subclasses implement :meth:`search`. ``plan_size`` programs per plan, ``epsilon`` the share of
+    random programs.
+    """
+
+    default_model = "xgb"
+    #: search again after every refit of the model (True), or only every ``plan_size`` trials
+    replan_on_refit = False
+
+    def __init__(
+        self,
+        task: Task,
+        space: TuningSpace,
+        seed: int | None = None,
+        model: CostModel | str | None = None,
+        *,
+        plan_size: int = 32,
+        epsilon: float = 0.05,
+    ) -> None:
+        super().__init__(task, space, seed, model)
+        self.plan_size = plan_size
+        self.epsilon = epsilon
+        self.plan: list[Candidate] = []
+        self.planned_at = -1  # trials when the plan was made
+        self.planned_with = -1  # the model's fit generation the plan was made with
+        self.plans = 0
+        self.dry = False
+
+    # -- to implement
+    def search(self, n: int) -> list[Candidate]:
+        """Up to ``n`` programs never measured nor proposed, best predicted first."""
+        raise NotImplementedError
+
+    # -- helpers for subclasses
+    def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """The model's scores of ``candidates`` (higher: faster)."""
+        assert self.learner is not None
+        inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
+        return self.learner.predict(inputs, [c.key for c in candidates])
+
+    def best_measured(self, n: int) -> list[Candidate]:
+        """The ``n`` fastest valid programs measured so far (history included)."""
+        valid = [(cost, i) for i, (_, cost) in enumerate(self.measured) if cost < float("inf")]
+        return [self.measured[i][0] for _, i in sorted(valid)[:n]]
+
+    def is_unseen(self, candidate: Candidate) -> bool:
+        """Whether ``candidate`` was never measured nor proposed (does not mark it)."""
+
+        return candidate.key not in self.seen
+
+    # -- the plan
+    @property
+    def guided(self) -> bool:
+        """Whether the model has been fitted (before that, programs are random)."""
+        return self.learner is not None and self.learner.ready
+
+    def _replan(self) -> None:
+        self.plan = self.search(self.plan_size)
+        self.planned_at = self.trials
+        self.planned_with = self.learner.generation if self.learner is not None else -1
+        self.plans += 1
+
+    def next_batch(self, batch_size: int) -> list[Candidate]:
+        self.refit_pending()
+        stale = self.trials - self.planned_at >= self.plan_size
+        if self.replan_on_refit and self.learner is not None:
+            stale = stale or self.learner.generation != self.planned_with
+        if self.guided and self.plan and stale:
+            self._replan()
+        batch: list[Candidate] = []
+        replanned = False
+        while len(batch) < batch_size:
+            if self.guided and not self.plan and not replanned:
+                self._replan()  # used up within this batch: search once more
+                replanned = True
+            if self.plan and self.rng.random() >= self.epsilon:
+                cand = self.plan.pop(0)
+                if self.is_new(cand):
+                    batch.append(cand)
+                continue
+            drawn = self.sample_new(1)
+            if not drawn:
+                break
+            batch += drawn
+        self.dry = not batch
+        return batch
+
+    def has_next(self) -> bool:
+        return not self.dry

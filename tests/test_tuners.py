@@ -1,0 +1,218 @@
+"""Model-guided tuners on a real tuning log served by the replay runner (no compiler, deterministic).
+
+``tests/data/replay_matmul128.jsonl.gz`` holds thousands of real measurements of random programs
+of matmul 128^3 on one thread (``benchmarks/make_replay_log.py``). :class:`ReplayRunner` answers
+each program with its recorded result and :class:`LogSpace` keeps the tuners inside the log, so a
+tuner's search is exactly reproducible. The cost model is the test double of model_doubles.py
+(k-nearest neighbours over split factors), or the real ``xgb`` model where the model package has it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from model_doubles import SpyModel, StepKNNModel
+
+from autosched.records import steps_key
+from autosched.runner.measure import MeasureErrorNo, MeasureResult
+from autosched.search import (
+    Candidate,
+    EvolutionaryTuner,
+    GATuner,
+    LogSpace,
+    ModelUnavailable,
+    ReplayLog,
+    ReplayRunner,
+    SATuner,
+    Tuner,
+    make_tuner,
+    resolve_model,
+)
+from autosched.search.replay import first_hit
+
+DATA = Path(__file__).parent / "data" / "replay_matmul128.jsonl.gz"
+SEEDS = range(20)
+CAP = 400  # trials per run at most (random search misses the top 1% in 400 trials 2% of the time)
+
+
+@pytest.fixture(scope="module")
+def replay() -> tuple[ReplayLog, LogSpace]:
+    log = ReplayLog(DATA)
+    return log, LogSpace(log)
+
+
+class Found(Exception):
+    """Raised by a callback to end a run once the target is measured."""
+
+
+def trials_to_top(
+    name: str, log: ReplayLog, space: LogSpace, seed: int, model: object | None = None, fraction: float = 0.01
+) -> int:
+    """The trial at which tuner ``name`` first measures a program of the log's top ``fraction``
+    (``CAP + 1`` if it does not within ``CAP`` trials)."""
+    top = log.top(fraction)
+    device = ReplayRunner(log)
+    tuner = make_tuner(name, log.task, space, seed=seed, model=model)  # type: ignore[arg-type]
+    keys: list[str] = []
+
+    def watch(t: Tuner, cands: list[Candidate], results: list[MeasureResult]) -> None:
+        keys.extend(steps_key(c.steps) for c in cands)
+        if first_hit(keys, top) is not None:
+            raise Found
+
+    with contextlib.suppress(Found):
+        tuner.tune(CAP, device.measure, batch_size=8, callbacks=[watch])
+    assert not device.misses, "a tuner proposed a program the log does not hold"
+    return first_hit(keys, top) or CAP + 1
+
+
+def test_the_replay_log_is_a_real_log_of_thousands_of_programs(replay: tuple[ReplayLog, LogSpace]) -> None:
+    log, space = replay
+    assert len(log) >= 2000 and log.task.workload.name == "matmul"
+    assert space.grid_size() == len(log)
+    valid = [r for r in log.programs if r.ok]
+    assert len(valid) >= 0.9 * len(log) and len(log.top(0.01)) >= 20
+    medians = sorted(r.median for r in valid)
+    assert medians[-1] / medians[0] > 10  # programs differ a lot: there is something to find
+
+
+@pytest.mark.parametrize("name", ["sa", "evolutionary"])
+def test_model_guided_tuners_find_the_top_percent_in_far_fewer_trials_than_random(
+    replay: tuple[ReplayLog, LogSpace], name: str
+) -> None:
+    log, space = replay
+    guided = [trials_to_top(name, log, space, seed, StepKNNModel()) for seed in SEEDS]
+    random = [trials_to_top("random", log, space, seed) for seed in SEEDS]
+    print(f"\ntrials to the top 1%: {name} {guided} random {random}")
+    # about half as many trials as random search (see benchmarks/RESULTS.md for the figures)
+    assert sum(guided) <= 0.6 * sum(random), (guided, random)
+    assert statistics.median(guided) <= 0.7 * statistics.median(random), (guided, random)
+
+
+def test_with_the_real_xgb_model_too(replay: tuple[ReplayLog, LogSpace]) -> None:
+    try:
+        resolve_model("xgb")
+    except ModelUnavailable as err:
+        pytest.skip(str(err))
+    log, space = replay
+    seeds = range(10)
+    random = [trials_to_top("random", log, space, seed) for seed in seeds]
+    for name in ("sa", "evolutionary"):
+        guided = [trials_to_top(name, log, space, seed, resolve_model("xgb")) for seed in seeds]
+        print(f"\ntrials to the top 1% with xgb: {name} {guided} random {random}")
+        assert sum(guided) <= 0.6 * sum(random), (name, guided, random)
+
+
+def test_ga_runs_on_measured_speed_only(replay: tuple[ReplayLog, LogSpace]) -> None:
+    log, space = replay
+    tuner = GATuner(log.task, space, seed=0, population=8)
+    device = ReplayRunner(log)
+    tuner.tune(64, device.measure, batch_size=8)
+    assert tuner.learner is None and tuner.trials == 64 and not device.misses
+    cost = {steps_key(c.steps): v for c, v in tuner.measured}
+    assert [cost[steps_key(p.steps)] for p in tuner.parents()] == sorted(cost.values())[:8]
+
+
+def test_a_seed_replays_the_same_search(replay: tuple[ReplayLog, LogSpace]) -> None:
+    log, space = replay
+
+    def run(seed: int) -> list[str]:
+        tuner = EvolutionaryTuner(log.task, space, seed=seed, model=StepKNNModel(), plan_size=16)
+        tuner.tune(48, ReplayRunner(log).measure, batch_size=8)
+        return [steps_key(c.steps) for c, _ in tuner.measured]
+
+    assert run(3) == run(3) and run(3) != run(4)
+
+
+def _measure_with_failures(log: ReplayLog) -> Callable[[list[Candidate]], list[MeasureResult]]:
+    device = ReplayRunner(log)
+
+    def measure(cands: list[Candidate]) -> list[MeasureResult]:
+        out = device.measure(cands)
+        return [MeasureResult((), MeasureErrorNo.COMPILE_ERROR, "x") if i % 4 == 3 else r
+                for i, r in enumerate(out)]
+
+    return measure
+
+
+@pytest.mark.parametrize("cls", [SATuner, EvolutionaryTuner])
+def test_the_model_is_refitted_after_every_batch_on_all_records(
+    replay: tuple[ReplayLog, LogSpace], cls: type[Tuner]
+) -> None:
+    log, space = replay
+    spy = SpyModel()
+    tuner = cls(log.task, space, seed=0, model=spy)
+    tuner.tune(40, _measure_with_failures(log), batch_size=8)
+    assert [len(costs) for _, costs in spy.fits] == [8, 16, 24, 32, 40]
+    programs, costs = spy.fits[-1]
+    assert [steps_key(p.steps) for p in programs] == [steps_key(c.steps) for c, _ in tuner.measured]
+    assert costs.count(float("inf")) == 10  # failed programs are in the data, as infinitely slow
+    assert all(p.task == log.task for p in programs)
+    # the model was scored on each batch before it was refitted on it
+    assert [q.batch for q in tuner.model_quality] == [0, 1, 2, 3, 4]
+    assert tuner.model_quality[0].pairwise_accuracy is None
+    assert all(q.pairwise_accuracy is not None and 0 <= q.pairwise_accuracy <= 1
+               for q in tuner.model_quality[1:])
+    assert all(q.k == 2 and q.recall_at_k is not None for q in tuner.model_quality[1:])
+
+
+def test_history_and_transfer_records_are_fitted_before_anything_is_proposed(
+    replay: tuple[ReplayLog, LogSpace],
+) -> None:
+    log, space = replay
+    spy = SpyModel()
+    tuner = SATuner(log.task, space, seed=0, model=spy, epsilon=0.0)
+    history = log.programs[:30]
+    tuner.load_history(history)
+    assert not spy.fits  # nothing is fitted until a program is to be proposed
+    batch = tuner.next_batch(8)
+    assert len(spy.fits) == 1 and len(spy.fits[0][1]) == 30 and tuner.plans == 1
+    assert not {steps_key(c.steps) for c in batch} & {r.program_key for r in history}
+
+    fresh = SATuner(log.task, space, seed=0, model=SpyModel(), epsilon=0.0)
+    others = ReplayLog(DATA).programs[100:140]
+    from autosched.runner.measure import MeasureInput
+
+    fresh.add_transfer([MeasureInput(log.task, r.steps) for r in others], [r.median for r in others])
+    fresh.next_batch(8)  # the very first batch is already planned by the model
+    assert fresh.plans == 1 and len(fresh.learner.model.fits[0][1]) == 40  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("epsilon", "share"), [(0.0, 0.0), (0.25, 0.25), (1.0, 1.0)])
+def test_epsilon_share_of_random_programs(
+    replay: tuple[ReplayLog, LogSpace], epsilon: float, share: float
+) -> None:
+    log, space = replay
+    tuner = EvolutionaryTuner(log.task, space, seed=0, model=StepKNNModel(), epsilon=epsilon, plan_size=16)
+    tuner.tune(16, ReplayRunner(log).measure, batch_size=8)  # two batches: the model is fitted
+    drawn: list[Candidate] = []
+    sample_new = tuner.sample_new
+    tuner.sample_new = lambda n: drawn.extend(sample_new(n)) or drawn[-n:]  # type: ignore[method-assign]
+    proposed = [c for _ in range(8) for c in tuner.next_batch(8)]
+    assert len(proposed) == 64 and tuner.plans >= 2
+    assert abs(len(drawn) / len(proposed) - share) <= 0.1, len(drawn)
+
+
+def test_annealing_stops_early_when_its_pool_stops_changing(replay: tuple[ReplayLog, LogSpace]) -> None:
+    log, space = replay
+
+    class Flat(StepKNNModel):
+        def predict(self, programs):  # type: ignore[no-untyped-def]
+            import numpy as np
+
+            return np.zeros(len(programs))
+
+    tuner = SATuner(log.task, space, seed=0, model=Flat(), n_iter=200, early_stop=5, plan_size=8)
+    tuner.tune(16, ReplayRunner(log).measure, batch_size=8)
+    assert tuner.plans >= 1 and tuner.last_iterations < 200
+
+
+def test_unknown_tuner_names_list_the_valid_ones(replay: tuple[ReplayLog, LogSpace]) -> None:
+    log, space = replay
+    valid = "evolutionary, ga, grid, random, sa, xgb"
+    with pytest.raises(ValueError, match=f"unknown tuner 'anneal'; tuners: {valid}"):
+        make_tuner("anneal", log.task, space)
