@@ -5,7 +5,8 @@ The committed log of real measurements (``tests/data/replay_matmul128.jsonl.gz``
 only (``LogSpace``): deterministic, no compiler. Model-guided tuners use the k-NN test-double model
 of ``tests/model_doubles.py`` and, where the model package provides it, the real ``xgb`` model.
 
-    python benchmarks/bench_search.py [--seeds 10] [--cap 400] [--fraction 0.01] [--models double,xgb]
+    python benchmarks/bench_search.py [--seeds 10] [--cap 400] [--fraction 0.01 | --within 0.9]
+        [--tuners random,ga,sa,evolutionary] [--models double,xgb] [--replan-after N]
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ class _Found(Exception):
 
 
 def trials_to_top(log: ReplayLog, space: LogSpace, name: str, seed: int, model: Any, top: set[str],
-                  cap: int) -> int | None:
+                  cap: int, **options: Any) -> int | None:
     """The trial at which the tuner first measures a program of ``top``; None within ``cap``."""
-    tuner = make_tuner(name, log.task, space, seed=seed, model=model)
+    tuner = make_tuner(name, log.task, space, seed=seed, model=model, **options)
     device = ReplayRunner(log)
     keys: list[str] = []
 
@@ -59,28 +60,38 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--cap", type=int, default=400, help="trials per run at most")
     parser.add_argument("--fraction", type=float, default=0.01, help="the top share of programs to reach")
+    parser.add_argument("--within", type=float, default=None,
+                        help="reach a program this share as fast as the log's best instead (0.9)")
+    parser.add_argument("--tuners", default="random,ga,sa,evolutionary")
+    parser.add_argument("--replan-after", type=int, default=None, help="evolutionary's search round size")
     parser.add_argument("--models", default="double,xgb")
     parser.add_argument("--log", type=Path, default=LOG)
     opts = parser.parse_args()
     log = ReplayLog(opts.log)
     space = LogSpace(log)
-    top = log.top(opts.fraction)
-    print(f"{opts.log.name}: {len(log)} programs, top {opts.fraction:.0%}: {len(top)} programs")
-    runs: list[tuple[str, str, Any]] = [("random", "-", None), ("ga", "-", None)]
+    if opts.within is None:
+        top, goal = log.top(opts.fraction), f"top {opts.fraction:.0%}"
+    else:
+        top, goal = log.within(opts.within), f"within {opts.within:.0%} of the best"
+    print(f"{opts.log.name}: {len(log)} programs, {goal}: {len(top)} programs")
+    tuners = opts.tuners.split(",")
+    runs: list[tuple[str, str, Any]] = [(t, "-", None) for t in ("random", "ga") if t in tuners]
+    guided = [t for t in ("sa", "evolutionary") if t in tuners]
     for model in opts.models.split(","):
         if model == "double":
-            runs += [(name, "knn-double", StepKNNModel) for name in ("sa", "evolutionary")]
+            runs += [(name, "knn-double", StepKNNModel) for name in guided]
             continue
         try:
             resolve_model(model)
         except (ModelUnavailable, ValueError) as err:
             print(f"model {model}: skipped ({err})")
             continue
-        runs += [(name, model, lambda m=model: resolve_model(m)) for name in ("sa", "evolutionary")]
+        runs += [(name, model, lambda m=model: resolve_model(m)) for name in guided]
     rows, out = [], []
     for name, model_label, factory in runs:
         start = time.perf_counter()
-        hits = [trials_to_top(log, space, name, seed, factory() if factory else None, top, opts.cap)
+        extra = {"replan_after": opts.replan_after} if name == "evolutionary" and opts.replan_after else {}
+        hits = [trials_to_top(log, space, name, seed, factory() if factory else None, top, opts.cap, **extra)
                 for seed in range(opts.seeds)]
         seconds = time.perf_counter() - start
         capped = [h if h is not None else opts.cap + 1 for h in hits]
@@ -89,7 +100,8 @@ def main() -> None:
                      statistics.median(capped), sum(capped) / len(capped), seconds / opts.seeds])
     print_table(["tuner", "model", "trials to top (per seed)", "median", "mean", "s/run"], rows)
     path = write_results("search", {"log": opts.log.name, "programs": len(log), "top": len(top),
-                                    "fraction": opts.fraction, "cap": opts.cap, "rows": out})
+                                    "goal": goal, "cap": opts.cap, "replan_after": opts.replan_after,
+                                    "rows": out})
     print(f"\nresults: {path}")
 
 

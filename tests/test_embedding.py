@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autosched.records import load_records, steps_key
+from autosched.records import is_remeasurement, load_records, steps_key
 from autosched.runner.measure import MeasureErrorNo
-from autosched.search.final import is_remeasurement
 
 pytestmark = pytest.mark.requires("gcc")
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from autosched.records import (
+    REMEASURE_KEY,
     NoRecordError,
     Record,
     RecordError,
@@ -22,8 +23,11 @@ from autosched.records import (
     best_record,
     best_records,
     distill,
+    is_remeasurement,
     load_best,
     load_records,
+    pick_best,
+    ranked,
     steps_key,
 )
 from autosched.records.io import open_log, write_atomic
@@ -313,6 +317,23 @@ def test_best_records() -> None:
         ("a#1", "c -cc=clang"): 5,
         ("b#2", "c -cc=gcc"): 8,
     }
+
+
+def test_a_re_measured_program_counts_by_its_re_measurement_only() -> None:
+    lucky, steady, broken = ((SplitStep("C", "i", f, None),) for f in (2, 4, 8))
+    again = {"space": "sketch", REMEASURE_KEY: 10}
+    log = [
+        make_record((1e-4,), steps=lucky, timestamp=1),  # a lucky trial ...
+        make_record((2e-3,), steps=steady, timestamp=2),
+        make_record((5e-5,), steps=broken, timestamp=3),
+        make_record((3e-3,) * 10, steps=lucky, program=again, timestamp=4),  # ... measured again
+        make_record((2.1e-3,) * 10, steps=steady, program=again, timestamp=5),
+        make_record((), steps=broken, program=again, error=MeasureErrorNo.RUN_TIMEOUT, timestamp=6),
+    ]
+    assert [r.timestamp for r in ranked(log)] == [5, 4]
+    assert best_records(log, check=None)[("wl#1", "c -cc=gcc")].timestamp == 5
+    assert pick_best(log, check=None) is log[4]
+    assert [is_remeasurement(r) for r in log] == [False] * 3 + [True] * 3
 
 
 def test_distill_keeps_the_best_line_of_each_workload_and_target(tmp_path: Path) -> None:

@@ -15,9 +15,8 @@ import pytest
 
 import autosched as asc
 from autosched.cli import main
-from autosched.records import load_records, steps_key
+from autosched.records import is_remeasurement, load_records, steps_key
 from autosched.runner.measure import MeasureOption
-from autosched.search.final import is_remeasurement
 
 pytestmark = pytest.mark.requires("gcc")
 

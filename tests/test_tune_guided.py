@@ -17,9 +17,9 @@ from model_doubles import SpyModel, StepKNNModel
 
 import autosched as asc
 from autosched.cli import main
-from autosched.records import load_records
+from autosched.diagnostics import AutoschedWarning
+from autosched.records import REMEASURE_KEY, is_remeasurement, load_records
 from autosched.search import EvolutionaryTuner, GATuner, SATuner, make_space
-from autosched.search.final import REMEASURE_KEY, is_remeasurement
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -202,3 +202,25 @@ def test_the_default_tuners_with_the_real_xgb_model(tmp_path: Path, tuner: str |
     assert [e["model"] for e in entries] == ["xgb"] * 3 and [e["trials"] for e in entries] == [8, 16, 24]
     scored = [e["pairwise_accuracy"] for e in entries[1:]]
     assert all(a is not None and 0.0 <= a <= 1.0 for a in scored)
+
+
+def test_a_saved_model_guides_the_next_run_and_a_corrupt_one_falls_back(tmp_path: Path) -> None:
+    pytest.importorskip("xgboost", reason="needs xgboost (pip install xgboost-cpu)")
+    saved = tmp_path / "mm.model"
+    asc.tune(TASK, trials=16, log=tmp_path / "a.jsonl", seed=0, option=FAST, batch_size=8, remeasure=0,
+             save_model=saved)
+    other = asc.Task("matmul", (24, 16, 16), target="c -num-threads=1")
+    asc.tune(other, trials=16, log=tmp_path / "b.jsonl", model=str(saved), seed=0, option=FAST,
+             batch_size=8, remeasure=0)
+    entries = [json.loads(line) for line in (tmp_path / "b.model.jsonl").read_text().splitlines()]
+    assert entries[0]["pairwise_accuracy"] is not None  # the first batch was already guided
+
+    corrupt = tmp_path / "corrupt.model"
+    corrupt.write_bytes(saved.read_bytes()[:40])
+    with pytest.warns(AutoschedWarning, match="cannot use the saved cost model: .*corrupt.model.*new xgb"):
+        result = asc.tune(other, trials=16, log=tmp_path / "c.jsonl", model=str(corrupt), seed=0,
+                          option=FAST, batch_size=8, remeasure=0)
+    assert result.trials == 16 and result.model == "xgb"
+    out = _cli(tmp_path, "--model", str(tmp_path / "missing.model"))
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"autosched: error: no saved cost model '{tmp_path / 'missing.model'}'")

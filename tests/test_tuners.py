@@ -193,7 +193,7 @@ def test_epsilon_share_of_random_programs(
     sample_new = tuner.sample_new
     tuner.sample_new = lambda n: drawn.extend(sample_new(n)) or drawn[-n:]  # type: ignore[method-assign]
     proposed = [c for _ in range(8) for c in tuner.next_batch(8)]
-    assert len(proposed) == 64 and tuner.plans >= 2
+    assert len(proposed) == 64 and tuner.plans >= (2 if epsilon < 1 else 1)  # plans used up: made again
     assert abs(len(drawn) / len(proposed) - share) <= 0.1, len(drawn)
 
 

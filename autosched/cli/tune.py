@@ -41,6 +41,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         log=log,
         tuner=tuner,
         model=args.model,
+        save_model=args.save_model,
         transfer=args.transfer or (),
         space=args.space,
         seed=args.seed,
@@ -94,7 +95,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"{', '.join(sorted(TUNERS))} (default: "
         + ", ".join(f"{t} for {s} spaces" for s, t in DEFAULT_TUNERS.items()) + ")",
     )
-    p.add_argument("--model", help="cost model of a model-guided tuner: xgb (default), mlp, random")
+    p.add_argument(
+        "--model", metavar="NAME|FILE",
+        help="cost model of a model-guided tuner: xgb (default), mlp, random, or a --save-model file",
+    )
+    p.add_argument("--save-model", metavar="FILE", help="save the fitted cost model here at the end")
     p.add_argument(
         "--transfer", action="append", metavar="LOG",
         help="fit the model on the records of this log of other workloads first (repeatable)",

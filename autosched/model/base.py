@@ -180,6 +180,8 @@ class SavedModel:
     (``_arrays`` out, ``_restore`` in)."""
 
     name: str = ""
+    #: True for a model read back by :meth:`load` (trained before; fitting again replaces it)
+    fitted: bool = False
 
     def fit(self, programs: Sequence[MeasureInput], costs: Sequence[float]) -> Self:
         raise NotImplementedError
@@ -214,6 +216,7 @@ class SavedModel:
         try:
             model = cls(**params)
             model._restore(arrays)
+            model.fitted = True
         except ImportError:
             raise
         except Exception as e:  # missing arrays, bad parameters, a booster that does not parse

@@ -5,7 +5,8 @@ The modules import one way, each only from those listed before it:
     io       low-level I/O: the line format's fast step codec, locked appends, snapshots, atomic
              replaces, scanning a file into records (RecordError, RecordWarning)
     check    checks of what a line says (a log is untrusted input): types, costs, target, workload
-    log      Record, append_records, load_records, best records, distill, load_best
+    log      Record, append_records, load_records
+    best     which record wins (re-measurements supersede trials), distill, load_best
     report   summaries of a log: the table of best programs and errors, tuning curves as a PNG
     export   a tuned program as a standalone C kernel (.c, .h, main.c, Makefile)
 
@@ -15,25 +16,30 @@ load_records``); ``report`` and ``export`` are imported by name (``autosched.rec
 
 from __future__ import annotations
 
+from .best import (
+    REMEASURE_KEY,
+    NoRecordError,
+    best_record,
+    best_records,
+    distill,
+    is_remeasurement,
+    load_best,
+    pick_best,
+    ranked,
+)
 from .log import (
     FORMAT_VERSION,
-    NoRecordError,
     Record,
     RecordError,
     RecordWarning,
     append_records,
-    best_record,
-    best_records,
-    distill,
-    load_best,
     load_records,
-    pick_best,
-    ranked,
     steps_key,
 )
 
 __all__ = [
     "FORMAT_VERSION",
+    "REMEASURE_KEY",
     "NoRecordError",
     "Record",
     "RecordError",
@@ -42,6 +48,7 @@ __all__ = [
     "best_record",
     "best_records",
     "distill",
+    "is_remeasurement",
     "load_best",
     "load_records",
     "pick_best",

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..diagnostics import printable
 from ..ops import Workload
-from .log import Record, pick_best
+from .best import pick_best
+from .log import Record
 
 
 @functools.cache

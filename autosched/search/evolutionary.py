@@ -6,9 +6,9 @@ the population; every program never measured enters a pool of the best predicted
 chosen by tournament on the predicted score, and children are made by crossover (probability
 ``crossover_prob``, :func:`~autosched.search.space.crossover`) and mutation (probability
 ``mutation_prob``: tile sizes, parallel granularity, unroll depth, compute location). The plan is
-the ``plan_size`` best predicted programs of the pool, made again after each refit of the model
-(one search per measured batch, as Ansor); a share ``epsilon`` of the measured programs is still
-drawn at random (:class:`~autosched.search.guided.ModelTuner`).
+the ``plan_size`` best predicted programs of the pool, made again every ``replan_after``
+measurements with the model refitted since (Ansor's search round); a share ``epsilon`` of the
+measured programs is still drawn at random (:class:`~autosched.search.guided.ModelTuner`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ def tournament(scores: np.ndarray, size: int, rng: np.random.Generator) -> int:
 class EvolutionaryTuner(ModelTuner):
     """Evolutionary search guided by the cost model (see the module docstring)."""
 
-    replan_on_refit = True  # Ansor: one search round per measured batch
-
     def __init__(
         self,
         task: Task,
@@ -45,6 +43,7 @@ class EvolutionaryTuner(ModelTuner):
         *,
         plan_size: int = 32,
         epsilon: float = 0.05,
+        replan_after: int = 16,
         population: int = 128,
         generations: int = 4,
         measured_ratio: float = 0.2,
@@ -52,7 +51,8 @@ class EvolutionaryTuner(ModelTuner):
         mutation_prob: float = 0.85,
         tournament_size: int = 3,
     ) -> None:
-        super().__init__(task, space, seed, model, plan_size=plan_size, epsilon=epsilon)
+        super().__init__(task, space, seed, model, plan_size=plan_size, epsilon=epsilon,
+                         replan_after=replan_after)
         self.population = population
         self.generations = generations
         self.measured_ratio = measured_ratio

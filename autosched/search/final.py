@@ -18,20 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import records
-from ..records import Record, steps_key
+from ..records import REMEASURE_KEY, Record, is_remeasurement, steps_key
 from ..runner.measure import Builder, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
 from ..task import Task
 from .space import Candidate
 
-__all__ = ["REMEASURE_KEY", "Final", "is_remeasurement", "remeasure_top"]
-
-#: the key of a record's ``program`` that marks a re-measurement (its value: the repeats)
-REMEASURE_KEY = "remeasure"
-
-
-def is_remeasurement(record: Record) -> bool:
-    """Whether ``record`` is a final re-measurement (not a trial)."""
-    return bool(record.program and record.program.get(REMEASURE_KEY))
+__all__ = ["Final", "remeasure_top"]
 
 
 @dataclasses.dataclass

@@ -2,9 +2,10 @@
 
 A :class:`ModelTuner` proposes programs from a *plan*: the ``plan_size`` best programs (by the
 model's prediction) that a search over the space (:meth:`ModelTuner.search`, simulated annealing
-or evolution) found and that were never measured. The plan is made again once it is used up, once
-``plan_size`` trials were measured since it was made, or (tuners with ``replan_on_refit``, like
-Ansor's search round per measured batch) whenever the model was refitted since. A share
+or evolution) found and that were never measured. The plan is made again once it is used up, or
+once ``replan_after`` trials were measured since it was made (and the model was refitted since):
+a search round per that many measurements, as Ansor's rounds. The model itself is refitted after
+every measured batch. A share
 ``epsilon`` of the programs is drawn at random instead, and until the model has been fitted at all
 (too few records) every program is random.
 
@@ -64,8 +65,6 @@ class ModelTuner(Tuner):
     """
 
     default_model = "xgb"
-    #: search again after every refit of the model (True), or only every ``plan_size`` trials
-    replan_on_refit = False
 
     def __init__(
         self,
@@ -76,10 +75,12 @@ class ModelTuner(Tuner):
         *,
         plan_size: int = 32,
         epsilon: float = 0.05,
+        replan_after: int | None = None,
     ) -> None:
         super().__init__(task, space, seed, model)
         self.plan_size = plan_size
         self.epsilon = epsilon
+        self.replan_after = replan_after or plan_size
         self.plan: list[Candidate] = []
         self.planned_at = -1  # trials when the plan was made
         self.planned_with = -1  # the model's fit generation the plan was made with
@@ -122,9 +123,9 @@ class ModelTuner(Tuner):
 
     def next_batch(self, batch_size: int) -> list[Candidate]:
         self.refit_pending()
-        stale = self.trials - self.planned_at >= self.plan_size
-        if self.replan_on_refit and self.learner is not None:
-            stale = stale or self.learner.generation != self.planned_with
+        stale = self.trials - self.planned_at >= self.replan_after
+        if self.learner is not None:
+            stale = stale and self.learner.generation != self.planned_with
         if self.guided and self.plan and stale:
             self._replan()
         batch: list[Candidate] = []

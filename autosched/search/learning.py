@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model import MODELS, CostModel, make_model, pairwise_accuracy, recall_at_k
+from ..diagnostics import printable, warn
+from ..model import MODELS, CostModel, ModelLoadError, load_model, make_model, pairwise_accuracy, recall_at_k
 from ..records import steps_key
 from ..runner.measure import MeasureInput
 
@@ -34,6 +35,7 @@ __all__ = [
     "Learner",
     "ModelQuality",
     "ModelUnavailable",
+    "load_saved_model",
     "model_name",
     "pairwise_accuracy",
     "recall_at_k",
@@ -56,21 +58,46 @@ class ModelUnavailable(ImportError):
     """A cost model cannot be made here: the model package or the library it needs is missing."""
 
 
+def _is_path(name: str) -> bool:
+    """Whether a model given as text names a saved model file rather than a kind of model."""
+    return name not in MODELS and (os.sep in name or "/" in name or "." in name or Path(name).is_file())
+
+
 def check_model_name(name: str) -> None:
-    """``ValueError`` listing the models if ``name`` is not one."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; models: {', '.join(sorted(MODELS))}")
+    """``ValueError`` if ``name`` is neither a model (the message lists them) nor a saved model file."""
+    if _is_path(name):
+        if not Path(name).is_file():
+            raise ValueError(f"no saved cost model {printable(name, 200)!r}")
+    elif name not in MODELS:
+        raise ValueError(f"unknown model {printable(name, 60)!r}; models: {', '.join(sorted(MODELS))}")
+
+
+def load_saved_model(path: str | os.PathLike[str]) -> CostModel:
+    """A model saved with ``model.save(path)`` (already fitted: its first batch is guided).
+
+    A file that is not a readable model (corrupt, truncated, another version) is reported with a
+    warning, and a new ``xgb`` model is trained from the log instead.
+    """
+    try:
+        loaded: CostModel = load_model(Path(path))
+    except ModelLoadError as err:
+        warn(f"cannot use the saved cost model: {err}; training a new xgb model from the log instead")
+        return resolve_model("xgb")
+    return loaded
 
 
 def resolve_model(model: CostModel | str) -> CostModel:
-    """``model`` itself, or the model registered as that name in :mod:`autosched.model`.
+    """``model`` itself, the model registered as that name in :mod:`autosched.model`, or the
+    model saved in that file (:func:`load_saved_model`).
 
-    Raises ``ValueError`` (listing the names) for an unknown name and :class:`ModelUnavailable`
-    when the model cannot be made here (xgboost missing, or no model package).
+    Raises ``ValueError`` (listing the names) for an unknown name or a missing file, and
+    :class:`ModelUnavailable` when the model cannot be made here (xgboost missing).
     """
     if not isinstance(model, str):
         return model
     check_model_name(model)
+    if _is_path(model):
+        return load_saved_model(model)
     if model == "xgb" and importlib.util.find_spec("xgboost") is None:
         raise ModelUnavailable("the xgb cost model needs xgboost: pip install xgboost-cpu")
     try:
@@ -128,7 +155,7 @@ class Learner:
         self.transfer_costs: list[float] = []
         self.pending = 0  # records of the task added since the last fit
         self.pending_transfer = 0
-        self.ready = False
+        self.ready = bool(getattr(model, "fitted", False))  # a saved model guides from the start
         self.generation = 0  # fits so far; predictions are cached per generation
         self._cache: dict[str, float] = {}
 

@@ -101,6 +101,13 @@ class ReplayLog:
         return set(ranked[: max(1, int(len(ranked) * fraction))])
 
 
+    def within(self, share: float) -> set[str]:
+        """Keys of the valid programs at least ``share`` (0.9: 90 %) as fast as the fastest."""
+        valid = [r for r in self.programs if r.ok]
+        best = min(r.median for r in valid)
+        return {r.program_key for r in valid if best / r.median >= share}
+
+
 def first_hit(keys: Sequence[str], wanted: set[str]) -> int | None:
     """The 1-based trial at which a program of ``wanted`` was first measured (None: never)."""
     for i, key in enumerate(keys):

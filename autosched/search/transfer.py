@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..diagnostics import warn
-from ..records import Record
+from ..records import Record, is_remeasurement
 from ..runner.measure import MeasureErrorNo, MeasureInput
 from ..target import TargetError
 from ..task import Task
-from .final import is_remeasurement
 from .replay import read_log
 
 __all__ = ["load_transfer"]

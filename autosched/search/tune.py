@@ -38,6 +38,8 @@ from typing import Any, Literal, TypeVar
 from .. import records
 from ..database import Database
 from ..database.machine import fingerprint_for
+from ..diagnostics import warn
+from ..records import is_remeasurement
 from ..runner.builder import LocalBuilder
 from ..runner.compile import compiler_version
 from ..runner.errors import InfrastructureError
@@ -52,8 +54,8 @@ from ..runner.measure import (
     Runner,
 )
 from ..task import Task
-from .final import Final, is_remeasurement, remeasure_top
-from .learning import CostModel, model_name, sidecar_path
+from .final import Final, remeasure_top
+from .learning import CostModel, Learner, model_name, sidecar_path
 from .progress import ProgressBar, QualityLog, TuneStats
 from .shared_log import SharedLog
 from .space import Candidate, make_space
@@ -244,6 +246,15 @@ def _check_arguments(trials: object, log: Path | None) -> None:
 DEFAULT_TUNERS = {"sketch": "evolutionary", "template": "sa"}
 
 
+def _save_model(learner: Learner | None, path: str | os.PathLike[str]) -> None:
+    """Write the run's fitted cost model to ``path`` (for ``model=PATH`` in a later run)."""
+    save = getattr(learner.model, "save", None) if learner is not None else None
+    if learner is None or not learner.ready or save is None:
+        warn(f"no fitted cost model to save to {path}: this run's tuner has none (or too few records)")
+        return
+    save(path)
+
+
 def _make_tuner(
     tuner: str | Tuner | None, task: Task, space: str, seed: int | None, model: str | CostModel | None
 ) -> Tuner:
@@ -275,13 +286,16 @@ def tune(
     progress: bool = False,
     remeasure: int = 3,
     remeasure_repeat: int | None = None,
+    save_model: str | os.PathLike[str] | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
     ``tuner`` is a registered name (``evolutionary``, ``sa``/``xgb``, ``ga``, ``random``,
     ``grid``; None: the model-guided default of the space) or a :class:`Tuner`; ``model`` a cost
-    model or its name (``xgb``, ``mlp``, ``random``; None: the tuner's default); ``transfer`` tuning
-    logs of other workloads to fit the model on first. ``space`` is ``sketch`` (generated) or
+    model, its name (``xgb``, ``mlp``, ``random``; None: the tuner's default) or the path of a model
+    saved by an earlier run's ``save_model=PATH`` (it guides from the first batch; a corrupt file is
+    a warning and a new ``xgb`` model); ``transfer`` tuning logs of other workloads to fit the model
+    on first. ``space`` is ``sketch`` (generated) or
     ``template`` (knobs). ``option`` sets timing and timeouts for the default
     :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`. ``progress``
     draws a progress bar on stderr. ``log`` None (the default) records into the tuning database
@@ -361,6 +375,8 @@ def tune(
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
+    if save_model is not None:
+        _save_model(learner, save_model)
     best_cand, best = final.best, final.best_cost
     if best_cand is None and the_tuner.best_candidate is not None:  # not re-measured (or it failed)
         best_cand, best = the_tuner.best_candidate, the_tuner.best_cost

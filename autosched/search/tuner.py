@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..diagnostics import warn
 from ..records import Record
@@ -260,9 +260,10 @@ def make_tuner(
     space: TuningSpace,
     seed: int | None = None,
     model: CostModel | str | None = None,
+    **options: Any,
 ) -> Tuner:
     """The tuner registered as ``name``, with cost model ``model`` (an object or a name; None: the
-    tuner's default). Where the model cannot be made here (xgboost or the model package missing),
+    tuner's default) and the tuner's own keyword ``options``. Where the model cannot be made here (xgboost or the model package missing),
     a warning says so and random search (without a model) is used instead. Raises ``ValueError``
     listing the valid names for an unknown tuner or model name."""
     try:
@@ -270,7 +271,7 @@ def make_tuner(
     except KeyError:
         raise ValueError(f"unknown tuner {name!r}; tuners: {', '.join(sorted(TUNERS))}") from None
     try:
-        return cls(task, space, seed, model=model)
+        return cls(task, space, seed, model=model, **options)
     except ModelUnavailable as err:
         warn(f"{err}; tuning with random search instead of the {name} tuner")
         return RandomTuner(task, space, seed)

@@ -1,0 +1,232 @@
+"""Which record wins: the fastest valid program per (workload, target), and building it.
+
+A program's measurements during tuning are trials; at the end of a run the fastest few are
+measured again with more repeats (:mod:`autosched.search.final`), and those records carry
+``"remeasure": REPEATS`` in their ``program``. Once a program has been re-measured, its trial
+records no longer count: a lucky trial cannot win over its own sober re-measurement, and a program
+whose re-measurement failed is passed over. :func:`ranked`, :func:`pick_best` and
+:func:`best_records` apply that rule; :func:`best_record` and :func:`distill` read a log with it;
+:func:`load_best` builds the winner with the task's own compiler. Programs that do not replay are
+passed over with a warning.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..diagnostics import printable, warn
+from ..runner.compile import compile_shared
+from ..runner.kernel import Kernel
+from ..runner.load import load_kernel
+from ..schedule.steps import Step
+from .check import replay_error
+from .io import RecordWarning, Scan, open_log, scan, write_atomic
+from .io import check as check_found
+from .log import Record, record_builder
+
+if TYPE_CHECKING:
+    from ..task import Task
+
+__all__ = [
+    "MAX_TRIES",
+    "REMEASURE_KEY",
+    "NoRecordError",
+    "best_record",
+    "best_records",
+    "distill",
+    "is_remeasurement",
+    "load_best",
+    "pick_best",
+    "ranked",
+]
+
+#: programs tried, best first, before giving up on a workload whose best programs do not replay
+MAX_TRIES = 10
+#: the key of a record's ``program`` that marks a final re-measurement (its value: the repeats)
+REMEASURE_KEY = "remeasure"
+
+
+class NoRecordError(LookupError):
+    """A tuning log (or list of records) has no valid record for the task asked for."""
+
+
+def is_remeasurement(record: Record) -> bool:
+    """Whether ``record`` is a final re-measurement (not a trial)."""
+    return bool(record.program and record.program.get(REMEASURE_KEY))
+
+
+def _standing(records: Iterable[Record]) -> list[Record]:
+    """The valid records that count: a re-measured program's re-measurements only."""
+    records = records if isinstance(records, list) else list(records)
+    again = {(r.workload_key, r.target, r.program_key) for r in records if is_remeasurement(r)}
+    return [
+        r
+        for r in records
+        if r.ok and (is_remeasurement(r) or (r.workload_key, r.target, r.program_key) not in again)
+    ]
+
+
+def ranked(records: Iterable[Record]) -> list[Record]:
+    """The valid records that count (see the module docstring), fastest first (lowest median; the
+    earliest of equals first)."""
+    return sorted(_standing(records), key=lambda r: r.median)
+
+
+def pick_best(
+    records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
+) -> Record | None:
+    """The fastest valid record (the earliest of equals) whose program passes ``check`` (by default:
+    its steps replay on its workload); None if there is none.
+
+    A record that fails ``check`` (``check`` returns why) is passed over with a
+    :class:`RecordWarning` naming where it was read, and the next best is tried, up to
+    :data:`MAX_TRIES` records.
+    """
+    for tries, r in enumerate(ranked(records)):
+        why = None if check is None else check(r)
+        if why is None:
+            return r
+        where = r.origin or "a record"
+        warn(
+            f"{where}: passed over the best program of {r.workload_key} on {r.target}: {why}",
+            RecordWarning,
+        )
+        if tries + 1 == MAX_TRIES:
+            warn(
+                f"gave up on {r.workload_key} on {r.target}: its {MAX_TRIES} best programs fail",
+                RecordWarning,
+            )
+            break
+    return None
+
+
+def best_records(
+    records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
+) -> dict[tuple[str, str], Record]:
+    """The best valid record per (workload key, target): the lowest median, the earliest on ties,
+    among those whose program passes ``check`` (by default: replays; see :func:`pick_best`)."""
+    records = records if isinstance(records, list) else list(records)
+    best: dict[tuple[str, str], Record] = {}
+    medians: dict[tuple[str, str], float] = {}
+    for r in _standing(records):
+        key, median = (r.workload_key, r.target), r.median
+        if median < medians.get(key, float("inf")):
+            best[key], medians[key] = r, median
+    if check is not None:
+        for key, r in list(best.items()):
+            if check(r) is not None:  # the slow way, for this workload only
+                chosen = pick_best([x for x in records if (x.workload_key, x.target) == key], check)
+                if chosen is None:
+                    del best[key]
+                else:
+                    best[key] = chosen
+    return best
+
+
+def _no_record(task: Task, where: str, mine: list[Record], others: dict[tuple[str, str], list[int]]) -> str:
+    """Why ``where`` has no valid record for ``task``, and what it has instead."""
+    text = f"no valid record for {task} in {where}"
+    if mine:
+        errors = collections.Counter(r.error_no.name for r in mine)
+        failed = ", ".join(f"{kind}: {n}" for kind, n in errors.items())
+        text += f"; its {len(mine)} records of this task all failed ({failed})"
+    if others:
+        listed = [
+            f"{printable(wk, 100)} on {printable(tg, 100)} ({n} records, {v} valid)"
+            for (wk, tg), (n, v) in list(others.items())[:5]
+        ]
+        if len(others) > 5:
+            listed.append(f"and {len(others) - 5} more")
+        text += "; it has records of: " + "; ".join(listed)
+    elif not mine:
+        text += "; it has no records"
+    return text
+
+
+def best_record(
+    log: str | os.PathLike[str] | Iterable[Record],
+    task: Task,
+    *,
+    check: Callable[[Record], str | None] | None = replay_error,
+) -> Record:
+    """The best valid record of ``task`` in a log file or among records, among those whose
+    program passes ``check`` (by default: its steps replay; see :func:`pick_best`).
+
+    Raises :class:`NoRecordError` (a ``LookupError``) naming the task and the log, and listing the
+    workloads and targets the log does have records of.
+    """
+    key, target = task.workload.key, str(task.target)
+    found: Scan[Record]
+    if isinstance(log, (str, os.PathLike)):
+        path = Path(log)
+        with open_log(path) as (f, size):
+            found = scan(f, size, record_builder(path), key, target)
+        check_found(found, path)
+        where = str(path)
+    else:
+        found, where = Scan(), "the given records"
+        for r in log:
+            if (r.workload_key, r.target) == (key, target):
+                found.items.append(r)
+            else:
+                counts = found.others.setdefault((r.workload_key, r.target), [0, 0])
+                counts[0] += 1
+                counts[1] += r.ok
+    best = best_records(found.items, check).get((key, target))
+    if best is None:
+        raise NoRecordError(_no_record(task, where, found.items, found.others))
+    return best
+
+
+def distill(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: bool = True) -> int:
+    """Write to ``dst`` the best line of each (workload, target) of log ``src``; return how many.
+
+    Lines that are not valid records are left out (with a warning), and so are programs that do
+    not replay (see :func:`best_records`). The lines keep their order in ``src``. ``dst`` is
+    replaced atomically (a temporary file, then ``os.replace``), so it may be ``src`` itself: the
+    source is then locked from reading to replacing, and appends that wait meanwhile go to the
+    distilled file.
+    """
+    src, dst = Path(src), Path(dst)
+    try:
+        in_place = os.path.samefile(src, dst)
+    except FileNotFoundError:
+        in_place = False
+    with open_log(src, exclusive=in_place) as (f, size):
+        found = scan(f, size, record_builder(src))
+        check_found(found, src)
+        best = best_records(found.items)
+        kept = [r for r in found.items if best.get((r.workload_key, r.target)) is r]
+        write_atomic(dst, "".join([r.to_line() for r in kept]).encode(), fsync=fsync)
+    return len(kept)
+
+
+def load_best(
+    log: str | os.PathLike[str] | Iterable[Record], task: Task, *, cache_dir: Path | None = None
+) -> Kernel:
+    """The best program of ``task`` in ``log``, built and loaded: a callable over numpy arrays.
+
+    The program is re-emitted from the record's steps, compiled for ``task.target`` (into
+    ``cache_dir``, by default the kernel cache) and loaded: the compiler is the one of
+    ``task.target``, never one named by the log. A best program that does not replay or emit is
+    passed over with a :class:`RecordWarning` for the next best. Raises :class:`NoRecordError`
+    when the log has no valid record of the task.
+    """
+    sources: dict[tuple[Step, ...], str] = {}
+
+    def emits(record: Record) -> str | None:
+        why = replay_error(record)
+        if why is None:
+            try:
+                sources[record.steps] = task.source(record.steps)
+            except Exception as err:  # a crafted program may fail anywhere in lowering
+                why = f"{type(err).__name__}: {err}"
+        return why
+
+    record = best_record(log, task, check=emits)
+    lib = compile_shared(sources[record.steps], task.target, cache_dir=cache_dir)
+    return load_kernel(lib, task.func_name, task.arg_specs())
