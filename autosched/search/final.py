@@ -61,12 +61,14 @@ def remeasure_top(
     runner: Runner,
     log: Path | None,
     compiler: str,
+    machine: str = "",
     earlier: Sequence[Record] = (),
 ) -> Final:
     """Measure the ``top`` fastest programs of ``measured`` again with ``repeat`` repeats (see the
     module docstring). ``earlier`` are re-measurements already in the log. A runner with an
     ``option`` (:class:`~autosched.runner.LocalRunner`) gets ``repeat`` repeats for these
-    measurements; any other runner is used as it is."""
+    measurements; any other runner is used as it is. Records carry ``machine``, the fingerprint
+    of the machine measured on."""
     done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
     chosen = _top(measured, top)
     todo = [cand for cand, _ in chosen if cand.key not in done]
@@ -86,7 +88,7 @@ def remeasure_top(
             done[steps_key(inp.steps)] = res.median
             if log is not None and res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
                 program: dict[str, Any] = {**(inp.program or {}), REMEASURE_KEY: repeat}
-                records.append_records(log, [Record.from_measure(inp, res, compiler, program)])
+                records.append_records(log, [Record.from_measure(inp, res, compiler, program, machine)])
     medians = {c.key: done[c.key] for c, _ in chosen}
     best, best_cost = None, math.inf
     for cand, _ in chosen:

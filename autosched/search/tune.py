@@ -302,7 +302,8 @@ def tune(
     (:class:`~autosched.database.Database`, this machine's log for the task's target);
     ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
-    best is the lowest re-measured median (``remeasure=0``: no re-measurement).
+    best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
+    ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -356,11 +357,12 @@ def tune(
             timeout=timeout,
             callbacks=hooks,
         )
-        if remeasure > 0:
+        out_of_time = timeout is not None and time.monotonic() - start >= timeout
+        if remeasure > 0 and not out_of_time:
             final = remeasure_top(
                 task, the_tuner.measured, top=remeasure, repeat=remeasure_repeat or max(10, 3 * opt.repeat),
                 builder=the_builder, runner=the_runner, log=log_path, compiler=measurer.compiler,
-                earlier=remeasured,
+                machine=measurer.machine, earlier=remeasured,
             )
     except KeyboardInterrupt as stop:
         where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""

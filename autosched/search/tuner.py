@@ -263,9 +263,9 @@ def make_tuner(
     **options: Any,
 ) -> Tuner:
     """The tuner registered as ``name``, with cost model ``model`` (an object or a name; None: the
-    tuner's default) and the tuner's own keyword ``options``. Where the model cannot be made here (xgboost or the model package missing),
-    a warning says so and random search (without a model) is used instead. Raises ``ValueError``
-    listing the valid names for an unknown tuner or model name."""
+    tuner's default) and the tuner's own keyword ``options``. Where the model cannot be made here
+    (xgboost missing), a warning says so and random search (without a model) is used instead.
+    Raises ``ValueError`` listing the valid names for an unknown tuner or model name."""
     try:
         cls = TUNERS[name]
     except KeyError:
