@@ -1,6 +1,7 @@
 """Cost-model figures: feature extraction rate, fit time, and ranking quality on a tuning log.
 
-python benchmarks/bench_model.py [--programs 300] [--fit 500] [--log LOG ...] [--splits 8]
+python benchmarks/bench_model.py [--programs 300] [--fit 500] [--log LOG ...] [--splits 8] [--unseen]
+                                 [--only-quality]
 
 1. Programs per second on one core (CPU time of this process, so that other processes on the
    machine count less) for random sketch programs of a ResNet conv2d layer and a matmul: lowering
@@ -10,6 +11,9 @@ python benchmarks/bench_model.py [--programs 300] [--fit 500] [--log LOG ...] [-
 3. With ``--log``: pairwise accuracy and recall@8 on held-out halves of each log's programs (the
    mean over ``--splits`` random halves), labels being the *minimum* of each record's repeats
    (``--stat median`` for the median; on a busy machine the minimum is the stable one).
+4. With ``--unseen`` and several logs of different workloads: each log's programs ranked by a
+   model fitted on the *other* logs only (a workload it never saw): pairwise accuracy, recall@5.
+   ``--only-quality`` skips parts 1 and 2.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from common import print_table, write_results
 from autosched.model import extract_features, from_records, make_model, pairwise_accuracy, recall_at_k
 from autosched.model.base import require
 from autosched.model.features import FEATURE_CACHE
-from autosched.records import load_records
+from autosched.records import is_remeasurement, load_records
 from autosched.runner.measure import MeasureInput
 from autosched.search.space import make_space
 from autosched.task import LOWERING_CACHE, Task
@@ -96,9 +100,7 @@ def fit_times(n: int) -> tuple[list[list[object]], dict]:
 
 
 def quality(log: str, splits: int, stat: str) -> tuple[list[list[object]], dict]:
-    records = load_records(log)
-    progs, _ = from_records(records)
-    costs = np.array([(min(r.costs) if stat == "min" else r.median) if r.ok else math.inf for r in records])
+    progs, costs = _log_data(log, stat)
     extract_features(progs)
     rows, record = [], {}
     for model_name, params in (("xgb", {}), ("xgb", {"objective": "reg"}), ("mlp", {}), ("random", {})):
@@ -118,6 +120,31 @@ def quality(log: str, splits: int, stat: str) -> tuple[list[list[object]], dict]
     return rows, record
 
 
+def _log_data(log: str, stat: str) -> tuple[list[MeasureInput], np.ndarray]:
+    records = [r for r in load_records(log) if not is_remeasurement(r)]
+    progs, _ = from_records(records)
+    costs = np.array([(min(r.costs) if stat == "min" else r.median) if r.ok else math.inf for r in records])
+    return progs, costs
+
+
+def unseen(logs: list[str], stat: str) -> tuple[list[list[object]], dict]:
+    """Each log ranked by models fitted on the other logs (other workloads) only."""
+    data = {log: _log_data(log, stat) for log in logs}
+    for progs, _ in data.values():
+        extract_features(progs)
+    rows, record = [], {}
+    for log, (progs, costs) in data.items():
+        train = [p for other, (ps, _) in data.items() if other != log for p in ps]
+        train_costs = np.concatenate([c for other, (_, c) in data.items() if other != log])
+        for model_name in ("xgb", "mlp", "random"):
+            scores = make_model(model_name).fit(train, train_costs).predict(progs)
+            acc, rec = pairwise_accuracy(scores, costs), recall_at_k(scores, costs, 5)
+            rows.append([log, len(progs), len(train), model_name, f"{acc:.3f}", f"{rec:.2f}"])
+            record[f"{log} {model_name}"] = {"programs": len(progs), "trained_on": len(train),
+                                             "pairwise": acc, "recall_at_5": rec}
+    return rows, record
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=300)
@@ -125,13 +152,19 @@ def main() -> None:
     ap.add_argument("--log", nargs="*", default=[])
     ap.add_argument("--splits", type=int, default=8)
     ap.add_argument("--stat", choices=("min", "median"), default="min")
+    ap.add_argument("--unseen", action="store_true", help="rank each log with models fitted on the others")
+    ap.add_argument("--only-quality", action="store_true", help="skip the rate and fit-time parts")
     args = ap.parse_args()
     record: dict = {}
-    rows, record["features"] = feature_rates(args.programs)
-    print_table(["workload", "lower /s", "features /s", "lower+features /s", "stores/program"], rows)
-    rows, record["fit"] = fit_times(args.fit)
-    print_table(["model", "programs", "fit s", "fit cpu s", "predict s"], rows)
-    if args.log:
+    if not args.only_quality:
+        rows, record["features"] = feature_rates(args.programs)
+        print_table(["workload", "lower /s", "features /s", "lower+features /s", "stores/program"], rows)
+        rows, record["fit"] = fit_times(args.fit)
+        print_table(["model", "programs", "fit s", "fit cpu s", "predict s"], rows)
+    if args.unseen:
+        rows, record["unseen"] = unseen(args.log, args.stat)
+        print_table(["log (held out)", "programs", "trained on", "model", "pairwise", "recall@5"], rows)
+    elif args.log:
         all_rows: list[list[object]] = []
         record["quality"] = {}
         for log in args.log:
