@@ -27,7 +27,7 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
-from ..expr import ComputeOp, PlaceholderOp, Tensor, dag_key, topo_order
+from ..expr import ComputeOp, PlaceholderOp, Tensor, dag_key, static_shape, topo_order
 from ..flops import count_flops
 from ..reference import evaluate
 
@@ -305,11 +305,11 @@ class Workload:
             kind = _dtype(t.dtype)
             arr: np.ndarray
             if t.dtype == "bool":
-                arr = rng.random(t.shape) < 0.5
+                arr = rng.random(static_shape(t.shape)) < 0.5
             elif kind.is_float:
-                arr = rng.uniform(-1.0, 1.0, t.shape)
+                arr = rng.uniform(-1.0, 1.0, static_shape(t.shape))
             else:
-                arr = rng.integers(-4, 5, t.shape)
+                arr = rng.integers(-4, 5, static_shape(t.shape))
             arrays.append(np.asarray(arr).astype(numpy_dtype(t.dtype)))
         return arrays
 

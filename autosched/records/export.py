@@ -31,6 +31,7 @@ from pathlib import Path
 from ..diagnostics import printable, warn
 from ..dtypes import dtype as dtype_info
 from ..emit_c import function_name
+from ..expr import static_shape
 from ..ops import Workload
 from ..runner.kernel import ArgSpec
 from ..target import Target
@@ -232,7 +233,7 @@ MAIN_TAIL = """\
 
 def _main_c(task: Task, kernel: str, reference: str) -> str:
     specs = task.arg_specs()
-    counts = [math.prod(s.shape) for s in specs]
+    counts = [math.prod(static_shape(s.shape)) for s in specs]
     outputs = [k for k, s in enumerate(specs) if s.is_output]
     kernel_args = ", ".join(f"a{k}" for k in range(len(specs)))
     ref_args = ", ".join(f"r{k}" if specs[k].is_output else f"a{k}" for k in range(len(specs)))
