@@ -9,7 +9,7 @@ from .expr import Operation, Tensor, as_tensors, shape_vars
 from .lower import lower as _lower
 from .lower.ir import PrimFunc
 from .runner.compile import compile_shared
-from .runner.kernel import ArgSpec, Kernel
+from .runner.kernel import ArgSpec, Kernel, size_sources
 from .runner.load import load_kernel
 from .schedule import Schedule
 from .target import Target
@@ -58,7 +58,9 @@ def build(
     """
     tensors = as_tensors(list(args))
     tgt = Target.parse(target)
+    specs = arg_specs(sched, tensors)
+    sizes = [v.name for v in shape_vars(tensors)]
+    size_sources(specs, sizes)  # each shape variable must be read from some array: checked first
     source = emit(sched, tensors, tgt, name)
     lib = compile_shared(source, tgt)
-    sizes = [v.name for v in shape_vars(tensors)]
-    return load_kernel(lib, function_name(name), arg_specs(sched, tensors), sizes)
+    return load_kernel(lib, function_name(name), specs, sizes)

@@ -88,7 +88,7 @@ class Kernel:
         self.name = name
         self.args = tuple(args)
         self.sizes = tuple(sizes)  # names of the shape variables, in C parameter order
-        self._where = _size_sources(self.args, self.sizes)
+        self._where = size_sources(self.args, self.sizes)
         self._ffi = ffi
         self._lib = lib
         self._func = getattr(lib, name)
@@ -181,7 +181,8 @@ class Kernel:
         long.
         """
         _check_counts(number, repeat, min_repeat_ms)
-        pointers = [*self._pointers(arrays), *self._check(arrays)]
+        sizes = self._check(arrays)
+        pointers = [*self._pointers(arrays), *sizes]
         if min_repeat_ms > 0:
             number = self._calibrate(pointers, number, min_repeat_ms / 1e3)
         return [self._run_timer(pointers, number) / number for _ in range(repeat)]
@@ -236,7 +237,7 @@ class Kernel:
         return number
 
 
-def _size_sources(args: Sequence[ArgSpec], sizes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+def size_sources(args: Sequence[ArgSpec], sizes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
     """For each shape variable, the (argument, dimension) pairs whose extent is that variable
     alone; a variable no dimension gives alone cannot be read from the arrays (ValueError)."""
     where: dict[str, list[tuple[int, int]]] = {n: [] for n in sizes}
