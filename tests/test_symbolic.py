@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_export import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
+from autosched.expr import bind, static_shape
 from autosched.lower.ir import For, IfThenElse, Stmt, stmt_children
 from autosched.records.export import export_kernel
 from autosched.runner.compile import compile_object
@@ -269,3 +270,17 @@ def test_symbolic_export_builds_and_runs(tmp_path: Path) -> None:
     built = make(out)
     assert built.returncode == 0, built.stderr
     assert_checked_and_timed(make(out, "run", FAST), task.flops())
+
+
+def test_bind_makes_a_fixed_size_dag() -> None:
+    n, m = asc.size_var("n"), asc.size_var("m")
+    X = asc.placeholder((n, m), name="X")
+    k = asc.reduce_axis(m, name="k")
+    Y = asc.compute((n - 2,), lambda i: asc.sum(X[i, k] + X[i + 2, k], axis=k), name="Y")
+    (fixed,) = bind([Y], {"n": 10, "m": 3})
+    assert fixed.shape == (8,) and fixed.op.reduce_axis[0].extent == 3
+    assert fixed.op.input_tensors[0].shape == (10, 3)
+    with pytest.raises(ValueError, match="name no shape variable"):
+        bind([Y], {"q": 4})
+    with pytest.raises(ValueError, match="symbolic here"):
+        static_shape(Y.shape)

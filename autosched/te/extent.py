@@ -159,7 +159,9 @@ def as_int(e: Extent, what: str = "extent") -> int:
     operators, templates, tuning tasks, the numpy reference, which need every size)."""
     value = static(e)
     if value is None:
-        raise ValueError(f"{what} {e} is symbolic here; bind its shape variables to sizes first (asc.bind)")
+        raise ValueError(
+            f"{what} {e} is symbolic here; bind its shape variables to sizes first (autosched.expr.bind)"
+        )
     return value
 
 
