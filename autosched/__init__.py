@@ -46,9 +46,11 @@ from .expr import (
     pow,
     reduce_axis,
     sigmoid,
+    size_var,
     sqrt,
     sum,
     tanh,
+    var,
 )
 from .ops import Workload, get_workload, list_workloads, workload
 from .records import load_records
@@ -105,6 +107,7 @@ __all__ = [
     "pow",
     "reduce_axis",
     "sigmoid",
+    "size_var",
     "sqrt",
     "steps_from_json",
     "steps_to_json",
@@ -112,6 +115,7 @@ __all__ = [
     "tanh",
     "thread_axis",
     "tune",
+    "var",
     "Workload",
     "get_workload",
     "list_workloads",

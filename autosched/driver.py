@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .emit_c import emit_c, function_name
-from .expr import Operation, Tensor, as_tensors
+from .expr import Operation, Tensor, as_tensors, shape_vars
 from .lower import lower as _lower
 from .lower.ir import PrimFunc
 from .runner.compile import compile_shared
-from .runner.kernel import ArgSpec, Kernel
+from .runner.kernel import ArgSpec, Kernel, size_sources
 from .runner.load import load_kernel
 from .schedule import Schedule
 from .target import Target
@@ -52,10 +52,15 @@ def build(
 ) -> Kernel:
     """Compile ``sched`` for ``target`` (cached by content) and return a callable over numpy arrays.
 
-    The callable checks every array's shape, dtype and layout before any C code runs.
+    The callable checks every array's shape, dtype and layout before any C code runs. Over
+    tensors with symbolic shapes (``asc.size_var``) it builds once for every size: each call reads
+    the variables' values from its arrays (all arrays must agree on each) and passes them to C.
     """
     tensors = as_tensors(list(args))
     tgt = Target.parse(target)
+    specs = arg_specs(sched, tensors)
+    sizes = [v.name for v in shape_vars(tensors)]
+    size_sources(specs, sizes)  # each shape variable must be read from some array: checked first
     source = emit(sched, tensors, tgt, name)
     lib = compile_shared(source, tgt)
-    return load_kernel(lib, function_name(name), arg_specs(sched, tensors))
+    return load_kernel(lib, function_name(name), specs, sizes)

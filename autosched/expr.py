@@ -14,7 +14,9 @@ their Python meaning (structural equality), so use :func:`equal` / :func:`not_eq
 
 from __future__ import annotations
 
+from .te.bind import bind, dag_shape_vars, shape_vars
 from .te.dag import as_tensors, dag_key, op_to_str, topo_order
+from .te.extent import as_int, evaluate, extent_vars, is_static, size_var, static, static_shape, var
 from .te.functions import (
     abs,
     all,
@@ -47,6 +49,7 @@ from .te.nodes import (
     Const,
     Expr,
     ExprLike,
+    Extent,
     IterVar,
     Load,
     Logic,
@@ -79,6 +82,7 @@ __all__ = [
     "Const",
     "Expr",
     "ExprLike",
+    "Extent",
     "IterVar",
     "Load",
     "Logic",
@@ -92,18 +96,24 @@ __all__ = [
     "abs",
     "all",
     "as_expr",
+    "as_int",
     "as_tensors",
     "binary",
+    "bind",
     "cast",
     "ceil",
     "children",
     "compare",
     "compute",
     "const",
+    "dag_shape_vars",
     "dag_key",
     "equal",
     "erf",
+    "evaluate",
     "exp",
+    "extent_vars",
+    "is_static",
     "floor",
     "if_then_else",
     "log",
@@ -116,12 +126,17 @@ __all__ = [
     "pow",
     "reduce_axis",
     "rewrite",
+    "shape_vars",
     "sigmoid",
+    "size_var",
     "sqrt",
+    "static",
+    "static_shape",
     "substitute",
     "sum",
     "tanh",
     "to_str",
     "topo_order",
+    "var",
     "walk",
 ]

@@ -25,7 +25,9 @@ from .expr import (
     Reduce,
     Select,
     Tensor,
+    as_int,
     as_tensors,
+    static_shape,
     topo_order,
 )
 
@@ -57,9 +59,9 @@ def expr_ops(e: Expr) -> int:
 
 def stage_flops(op: ComputeOp) -> int:
     """Operations of one compute stage over its whole iteration space."""
-    points = math.prod(op.shape)
+    points = math.prod(static_shape(op.shape))
     if isinstance(op.body, Reduce):
-        points *= math.prod(iv.extent for iv in op.body.axis)
+        points *= math.prod(as_int(iv.extent) for iv in op.body.axis)
         return points * (expr_ops(op.body.source) + 1)
     return points * expr_ops(op.body)
 

@@ -40,7 +40,9 @@ from .expr import (
     Select,
     Tensor,
     Var,
+    as_int,
     as_tensors,
+    static_shape,
     to_str,
     topo_order,
 )
@@ -130,19 +132,20 @@ def _reducer(combiner: str, dt: np.dtype) -> tuple[np.ufunc, object, np.dtype]:
 
 
 def _evaluate_stage(op: ComputeOp, env: dict[str, np.ndarray], budget: int) -> np.ndarray:
-    out = np.empty(op.shape, dtype=numpy_dtype(op.dtype))
+    shape = static_shape(op.shape, f"the reference of {op.name}: shape")
+    out = np.empty(shape, dtype=numpy_dtype(op.dtype))
     body = op.body
     if not isinstance(body, Reduce):
-        for box in _boxes(op.shape, budget):
+        for box in _boxes(shape, budget):
             chunk = _Chunk(env, op.axis, box)
             value, bad = chunk.eval(body)
             chunk.check(op, bad)
             out[tuple(slice(lo, hi) for lo, hi in box)] = np.broadcast_to(value, chunk.shape)
         return out
-    rext = tuple(iv.extent for iv in body.axis)
+    rext = tuple(as_int(iv.extent) for iv in body.axis)
     rsize = math.prod(rext)
     ufunc, identity, acc_dtype = _reducer(body.combiner, numpy_dtype(body.dtype))
-    for sbox in _boxes(op.shape, max(1, budget // rsize)):
+    for sbox in _boxes(shape, max(1, budget // rsize)):
         acc: np.ndarray | None = None
         for rbox in _boxes(rext, budget):
             chunk = _Chunk(env, op.axis + body.axis, sbox + rbox)

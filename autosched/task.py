@@ -98,12 +98,21 @@ class Task:
         name: str = KERNEL_NAME,
         portable: bool = False,
         timing: bool | None = None,
+        symbolic: bool = False,
     ) -> str:
         """C source of the program ``steps`` for this task's target (see :func:`~autosched.emit_c.emit_c`
-        for ``portable`` and ``timing``)."""
+        for ``portable`` and ``timing``). With ``symbolic``, the kernel is built over
+        :meth:`~autosched.ops.Workload.symbolic_tensors` (the steps tuned at this task's sizes,
+        applied to every size) and takes the sizes as ``int`` parameters after the buffers."""
         if self.target.kind != "c":
             raise NotImplementedError(f"tuning for {self.target.kind!r} targets is not available yet")
-        func = self.lowered(steps, name).func()
+        if symbolic:
+            tensors, _ = self.workload.symbolic_tensors()
+            n_out = self.workload.definition.num_outputs
+            sched = Schedule.replay(tensors[len(tensors) - n_out :], steps)
+            func = lower_loops(sched, tensors, name, self.target.kind in GPU_KINDS).func()
+        else:
+            func = self.lowered(steps, name).func()
         return emit_c(
             func,
             num_threads=self.target.num_threads or 1,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..driver import build
+from ..expr import static_shape
 from ..ops import Workload, get_workload, list_workloads
 from ..ops.schedules import default_schedule
 from ..records import best_record
@@ -82,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         sched, how = default_schedule(wl, target)
     kernel = build(sched, wl.tensors(), target)
     inputs = wl.random_inputs(0)
-    outputs = [np.zeros(t.shape, t.dtype) for t in wl.outputs]
+    outputs = [np.zeros(static_shape(t.shape), t.dtype) for t in wl.outputs]
     kernel(*inputs, *outputs)
     expected = wl.reference(*inputs)
     for got, want in zip(outputs, expected, strict=True):

@@ -73,8 +73,11 @@ def function_name(name: str) -> str:
     return Namer()(("func", name), name)
 
 
-def timing_entries(name: str, params: Sequence[tuple[str, str]], num_threads: int = 1) -> str:
-    """The timing harness of kernel ``int <name>(T0* p0, ...)``, given ``params`` as (C type, name).
+def timing_entries(
+    name: str, params: Sequence[tuple[str, str]], num_threads: int = 1, sizes: Sequence[str] = ()
+) -> str:
+    """The timing harness of kernel ``int <name>(T0* p0, ..., int n0, ...)``, given ``params`` as
+    (C type, name) and the names of its ``int`` size parameters ``sizes`` (see ``emit_c``).
 
     Needs :data:`HEADER` (``time.h``, ``math.h``, ``stdlib.h``, POSIX 2008). Two entries:
 
@@ -91,8 +94,9 @@ def timing_entries(name: str, params: Sequence[tuple[str, str]], num_threads: in
       the kernel returned non-zero.
     """
     decls = "".join(f"{ctype}* {pname}, " for ctype, pname in params)  # each with its comma
-    args = "".join(f"{pname}, " for _, pname in params)
-    call = ", ".join(pname for _, pname in params)
+    decls += "".join(f"int {n}, " for n in sizes)
+    args = "".join(f"{pname}, " for _, pname in params) + "".join(f"{n}, " for n in sizes)
+    call = ", ".join([pname for _, pname in params] + list(sizes))
     pragma = f"  #pragma omp parallel for num_threads({num_threads})\n" if num_threads > 1 else ""
     timer = "\n".join(
         [
@@ -120,9 +124,13 @@ def emit_c(
     portable: bool = False,
     timing: bool | None = None,
 ) -> str:
-    """C source for ``func``: ``int <name>(T* restrict arg, ...)`` returning 0, or -1 when a
-    temporary buffer cannot be allocated, plus the timing harness (:func:`timing_entries`) when
-    ``timing`` (default: unless ``portable``).
+    """C source for ``func``: ``int <name>(T* restrict arg, ..., int n, ...)`` returning 0, or -1
+    when a temporary buffer cannot be allocated, plus the timing harness (:func:`timing_entries`)
+    when ``timing`` (default: unless ``portable``).
+
+    A kernel over tensors with symbolic shapes takes the values of its shape variables
+    (``func.sizes``: in order of first appearance in the arguments' shapes) as ``int``
+    parameters after the buffers.
 
     ``portable`` emits strict C99 without vector extensions, attributes or pragmas (and so
     without the harness, which needs POSIX clocks).
@@ -138,7 +146,7 @@ def emit_c(
     parts.append(text)
     if timing:
         params = [(printer.ctype(b.dtype), printer.buf(b)) for b in func.args]
-        parts.append(timing_entries(name, params, num_threads))
+        parts.append(timing_entries(name, params, num_threads, [printer.var(v) for v in func.sizes]))
     return "\n\n".join(parts) + "\n"
 
 

@@ -7,8 +7,9 @@ import math
 from typing import ClassVar
 
 from ..dtypes import dtype as dtype_info
-from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
+from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Extent, Logic, Not, Select, Var, as_expr
 from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from ..lower.simplify import loop_end, simplify
 from .names import Namer
 from .vector import emit_vector_loop
 
@@ -49,6 +50,10 @@ class CPrinter:
         return self.names(("buf", b.name), b.name)
 
     # -- expressions
+    def extent(self, e: Extent) -> str:
+        """C text of an extent: a number, or an expression of the size parameters."""
+        return str(e) if isinstance(e, int) else self.expr(simplify(as_expr(e)))
+
     def const(self, c: Const) -> str:
         d = dtype_info(c.type)
         if not d.is_float:
@@ -170,7 +175,8 @@ class CPrinter:
         self.scopes[-1].add(b.name)
         qual = self.shared_qualifier if b.scope == "shared" else self.local_qualifier
         align = "" if self.portable else self.align_attr
-        self.emit(f"{qual}{self.ctype(b.dtype)} {self.buf(b)}[{b.size}]{align};", indent)
+        # a tile over a symbolic extent is a variable-length array (C99), as large as that extent
+        self.emit(f"{qual}{self.ctype(b.dtype)} {self.buf(b)}[{self.extent(b.size)}]{align};", indent)
 
     def loop(self, s: For, indent: int) -> None:
         if s.kind == "vectorized" and not self.portable:
@@ -178,18 +184,22 @@ class CPrinter:
                 return
         elif s.kind == "parallel" and not self.portable:
             self.emit(self.parallel_pragma.format(n=self.num_threads), indent)
-        elif s.kind in ("unrolled", "unroll_hint") and not self.portable:
+        elif s.kind in ("unrolled", "unroll_hint") and not self.portable and isinstance(s.extent, int):
             self.emit(self.unroll_pragma.format(n=s.extent), indent)
         v = self.var(s.var)
-        self.emit(f"for (int {v} = {s.begin}; {v} < {s.begin + s.extent}; ++{v}) {{", indent)
+        begin, end = self.extent(s.begin), self.extent(loop_end(s.begin, s.extent))
+        self.emit(f"for (int {v} = {begin}; {v} < {end}; ++{v}) {{", indent)
         self.block(s.body, indent + 1)
         self.emit("}", indent)
 
     # -- whole function
     def signature(self, func: PrimFunc, name: str) -> str:
         params = ", ".join(
-            f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
-            for b in func.args
+            [
+                f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
+                for b in func.args
+            ]
+            + [f"int {self.var(v)}" for v in func.sizes]
         )
         return f"{self.func_qualifier}int {name}({params})"
 
@@ -198,10 +208,13 @@ class CPrinter:
         name = self.names(("func", func.name), func.name)
         for b in func.args:
             self.buf(b)
+        for v in func.sizes:
+            self.var(v)
         body, heap = split_heap(func.body)
         self.lines = [self.signature(func, name) + " {"]
         for b in heap:
-            size = f"sizeof({self.ctype(b.dtype)}) * {b.size}"
+            n = b.size if isinstance(b.size, int) else f"(size_t){self.extent(b.size)}"
+            size = f"sizeof({self.ctype(b.dtype)}) * {n}"
             alloc = f"malloc({size})" if self.portable else f"{self.helper_alloc()}({size})"
             self.emit(
                 f"{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)} = ({self.ctype(b.dtype)}*){alloc};", 1

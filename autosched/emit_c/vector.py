@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..dtypes import dtype as dtype_info
-from ..expr import BinOp, Const, Expr, Var, children, substitute
+from ..expr import BinOp, Const, Expr, Var, as_expr, children, substitute
 from ..lower.ir import Buffer, BufLoad, For, Seq, Store
 from ..lower.simplify import linear, rebuild, simplify
 
@@ -218,6 +218,8 @@ def _emit_vector_loop(p: LoopPrinter, s: For, indent: int) -> bool:
         return False
     dtype = dtypes.pop()
     width = max(2, p.vector_bytes // dtype_info(dtype).bytes)
+    if not (isinstance(s.begin, int) and isinstance(s.extent, int)):
+        return _symbolic_vector_loop(p, s, stores, width, indent)
     if s.extent % width == 0 and s.extent // width > MAX_UNROLLED_CHUNKS:
         chunk_var = Var(s.var.name + ".vec")
         base: Expr = BinOp("add", BinOp("mul", chunk_var, Const(width), "int32"), Const(s.begin), "int32")
@@ -241,6 +243,29 @@ def _emit_vector_loop(p: LoopPrinter, s: For, indent: int) -> bool:
         offset += lanes
     for ln in out:
         p.emit(ln, indent)
+    return True
+
+
+def _symbolic_vector_loop(p: LoopPrinter, s: For, stores: list[Store], width: int, indent: int) -> bool:
+    """A vector loop over a symbolic extent: a loop of whole vectors, then a scalar remainder."""
+    chunk_var = Var(s.var.name + ".vec")
+    begin = as_expr(s.begin)
+    base: Expr = BinOp("add", BinOp("mul", chunk_var, Const(width), "int32"), begin, "int32")
+    lines = _chunk_lines(p, s, stores, base, width, {})
+    if lines is None:
+        return False
+    n_chunks = simplify(BinOp("floordiv", as_expr(s.extent), Const(width), "int32"))
+    rest = simplify(BinOp("add", begin, BinOp("mul", n_chunks, Const(width), "int32"), "int32"))
+    end = simplify(BinOp("add", begin, as_expr(s.extent), "int32"))
+    cv, v = p.var(chunk_var), p.var(s.var)
+    p.emit(f"for (int {cv} = 0; {cv} < {p.expr(n_chunks)}; ++{cv}) {{", indent)
+    for ln in lines:
+        p.emit(ln, indent + 1)
+    p.emit("}", indent)
+    p.emit(f"for (int {v} = {p.expr(rest)}; {v} < {p.expr(end)}; ++{v}) {{", indent)
+    for st in stores:
+        p.emit(f"{p.buf(st.buffer)}[{p.expr(st.index)}] = {p.expr(st.value)};", indent + 1)
+    p.emit("}", indent)
     return True
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..expr import Tensor
+from ..expr import Tensor, Var
 from ..schedule import Schedule
 from .ir import Buffer, PrimFunc, Stmt
 from .lowering import Lowerer
 from .passes import auto_unroll, check_loops, fold, partition
+from .simplify import INF, Ranges
 from .unrolling import unroll
 
 
@@ -22,21 +23,27 @@ class Lowered:
     pass, and feature extraction never needs it).
     """
 
-    __slots__ = ("name", "args", "nest", "loops", "_func")
+    __slots__ = ("name", "args", "nest", "loops", "sizes", "_func")
 
-    def __init__(self, name: str, args: tuple[Buffer, ...], nest: Stmt, loops: Stmt) -> None:
+    def __init__(
+        self, name: str, args: tuple[Buffer, ...], nest: Stmt, loops: Stmt, sizes: tuple[Var, ...] = ()
+    ) -> None:
         self.name = name
         self.args = args
+        self.sizes = sizes
         self.nest = nest
         self.loops = loops
         self._func: PrimFunc | None = None
+
+    def _ranges(self) -> Ranges:
+        return {v: (0, INF) for v in self.sizes}
 
     def func(self) -> PrimFunc:
         """The lowered function with unrolled loops expanded (computed once; a race computes the
         same value twice, harmlessly)."""
         func = self._func
         if func is None:
-            func = self._func = PrimFunc(self.name, self.args, unroll(self.loops, {}))
+            func = self._func = PrimFunc(self.name, self.args, unroll(self.loops, self._ranges()), self.sizes)
         return func
 
 
@@ -50,11 +57,12 @@ def lower_loops(
     unrolled loops is left to :meth:`Lowered.func`.
     """
     func = Lowerer(sched, args, name).run()
-    body = fold(func.body, {})
+    sizes: Ranges = {v: (0, INF) for v in func.sizes}  # shape variables are never negative
+    body = fold(func.body, dict(sizes))
     body = auto_unroll(body)
-    body = partition(body, {})
+    body = partition(body, dict(sizes), sizes=frozenset(func.sizes))
     check_loops(body, gpu)  # unrolling only copies statements: the same loops are legal after it
-    return Lowered(func.name, func.args, func.body, body)
+    return Lowered(func.name, func.args, func.body, body, func.sizes)
 
 
 def lower(

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..expr import Expr, Load, Operation, Var, walk
+from ..expr import Expr, Extent, Load, Operation, Var, walk
 from .simplify import Linear, Ranges, linear, rebuild
 
 
-def _split_free(lin: Linear, free: dict[Var, int]) -> tuple[Linear, int, int] | None:
-    """(fixed part, min offset, extent) of an index over the free loops, or None if not affine."""
+def _split_free(lin: Linear, free: dict[Var, Extent]) -> tuple[Linear, int, int] | None:
+    """(fixed part, min offset, extent) of an index over the free loops, or None if not affine
+    (or if it spans a loop of symbolic extent: the dimension is then taken whole)."""
     terms, k = lin
     fixed: dict[Expr, int] = {}
     low, span = 0, 0
     for t, c in terms.items():
         if isinstance(t, Var) and t in free:
-            reach = c * (free[t] - 1)
+            n = free[t]
+            if not isinstance(n, int):
+                return None
+            reach = c * (n - 1)
             low += min(0, reach)
             span += abs(reach)
         elif any(isinstance(v, Var) and v in free for v in walk(t)):
@@ -26,8 +30,8 @@ def _split_free(lin: Linear, free: dict[Var, int]) -> tuple[Linear, int, int] | 
 
 
 def infer_region(
-    producer: Operation, consumer_bodies: Sequence[Expr], free: dict[Var, int], ranges: Ranges
-) -> tuple[list[Expr], list[int]]:
+    producer: Operation, consumer_bodies: Sequence[Expr], free: dict[Var, Extent], ranges: Ranges
+) -> tuple[list[Expr], list[Extent]]:
     """Per dimension of ``producer``: (base expression, extent) covering every read in the body.
 
     ``free`` maps the loop variables that vary inside the attach point to their extents; all other
@@ -41,7 +45,7 @@ def infer_region(
             for d, idx in enumerate(node.indices):
                 per_dim[d].append(_split_free(linear(idx, ranges), free))
     bases: list[Expr] = []
-    extents: list[int] = []
+    extents: list[Extent] = []
     for d, reads in enumerate(per_dim):
         whole = not reads or any(r is None for r in reads)
         if not whole:
@@ -53,7 +57,7 @@ def infer_region(
             continue
         lo = min(r[1] for r in reads)  # type: ignore[index]
         hi = max(r[1] + r[2] for r in reads)  # type: ignore[index]
-        if hi - lo >= shape[d]:
+        if isinstance(shape[d], int) and hi - lo >= shape[d]:
             bases.append(rebuild({}, 0))
             extents.append(shape[d])
             continue

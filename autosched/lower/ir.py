@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..expr import Expr, Var, to_str
+from ..expr import Expr, Extent, Var, to_str
+from ..te.extent import ext_mul
+from .simplify import loop_end
 
 # "unrolled" loops are expanded by lowering; "unroll_hint" loops are left to the C compiler's
 # unroller (``#pragma GCC unroll``), which keeps big auto-unrolled nests cheap to lower
@@ -22,16 +24,17 @@ class Buffer:
     """A flat array: an argument (global), a heap temporary (global), or a local/shared tile."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Extent, ...]
     dtype: str
     scope: str = "global"
     is_arg: bool = False
 
     @property
-    def size(self) -> int:
-        n = 1
+    def size(self) -> Extent:
+        """Elements: an int, or an expression of shape variables."""
+        n: Extent = 1
         for s in self.shape:
-            n *= s
+            n = ext_mul(n, s) if n != 1 else s
         return n
 
 
@@ -78,8 +81,8 @@ class For(Stmt):
     """``for var in [begin, begin + extent)``; kind is one of :data:`LOOP_KINDS`."""
 
     var: Var
-    begin: int
-    extent: int
+    begin: Extent
+    extent: Extent
     kind: str
     body: Stmt
     thread: str | None = None
@@ -114,14 +117,17 @@ class Barrier(Stmt):
 
 @dataclass(frozen=True, slots=True)
 class PrimFunc:
-    """A lowered kernel: its arguments in call order and its body."""
+    """A lowered kernel: its arguments in call order, its body, and the shape variables its
+    buffers' shapes use (``int`` parameters after the buffers, in order of first appearance)."""
 
     name: str
     args: tuple[Buffer, ...]
     body: Stmt
+    sizes: tuple[Var, ...] = ()
 
     def __str__(self) -> str:
-        sig = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.args)
+        sig = ", ".join(f"{b.name}: {b.dtype}{shape_str(b.shape)}" for b in self.args)
+        sig += "".join(f", {v.name}: {v.dtype}" for v in self.sizes)
         return "\n".join([f"func {self.name}({sig}) {{", *("  " + ln for ln in format_stmt(self.body)), "}"])
 
 
@@ -173,7 +179,7 @@ def format_stmt(s: Stmt) -> list[str]:
     if isinstance(s, For):
         extra = f" {s.thread}" if s.thread else ""
         extra += f" auto_unroll={s.auto_unroll}" if s.auto_unroll is not None else ""
-        head = f"for {s.var.name} in [{s.begin}, {s.begin + s.extent}) {s.kind}{extra}:"
+        head = f"for {s.var.name} in [{s.begin}, {loop_end(s.begin, s.extent)}) {s.kind}{extra}:"
         return [head, *("  " + ln for ln in format_stmt(s.body))]
     if isinstance(s, IfThenElse):
         out = [f"if {to_str(s.cond)}:", *("  " + ln for ln in format_stmt(s.then))]
@@ -184,7 +190,12 @@ def format_stmt(s: Stmt) -> list[str]:
         return [ln for x in s.stmts for ln in format_stmt(x)]
     if isinstance(s, Allocate):
         b = s.buffer
-        return [f"allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}"]
+        return [f"allocate {b.name}: {b.dtype}{shape_str(b.shape)} {b.scope}"]
     if isinstance(s, Barrier):
         return [f"barrier({s.scope})"]
     raise TypeError(f"not a statement: {s!r}")
+
+
+def shape_str(shape: tuple[Extent, ...]) -> str:
+    """``[4, n, (m - 2)]``: a shape as the IR printout shows it."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..expr import BinOp, Const, Expr, Var, compare
+from ..expr import BinOp, Const, Expr, Extent, Var, as_expr, compare, static
 from ..schedule import FuseRel, ScheduleError, SplitRel, Stage
+from ..te.extent import ext_ceil_div, ext_mul
 
 KIND_OF = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled"}
 
@@ -16,7 +17,7 @@ class Leaf:
 
     name: str
     var: Var
-    extent: int
+    extent: Extent
     axis_kind: str  # "data" | "reduce"
     loop_kind: str  # an ir.LOOP_KINDS entry
     thread: str | None
@@ -34,21 +35,29 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def build_loop_nest(stage: Stage, root_extents: dict[str, int], prefix: str) -> LoopNest:
-    """Resolve ``stage``'s relations for the given root extents."""
+def _split_extents(e: Extent, factor: int | None, nparts: int | None) -> tuple[Extent, Extent]:
+    """(outer, inner) extents of a split of ``e``; a symbolic ``e`` gets the factor (or nparts)
+    as is and a ceil-divided partner (a guard keeps the last iteration in range)."""
+    if isinstance(e, int):
+        if factor is not None:
+            inner = min(factor, e)
+            return ceil_div(e, inner), inner
+        outer = min(nparts or 1, e)
+        return outer, ceil_div(e, outer)
+    if factor is not None:
+        return ext_ceil_div(e, factor), factor
+    return nparts or 1, ext_ceil_div(e, nparts or 1)
+
+
+def build_loop_nest(stage: Stage, root_extents: dict[str, Extent], prefix: str) -> LoopNest:
+    """Resolve ``stage``'s relations for the given root extents (ints, or expressions of shape
+    variables: a split of a symbolic extent is guarded)."""
     ext = dict(root_extents)
     for rel in stage.relations:
         if isinstance(rel, SplitRel):
-            e = ext[rel.parent]
-            if rel.factor is not None:
-                inner = min(rel.factor, e)
-                outer = ceil_div(e, inner)
-            else:
-                outer = min(rel.nparts or 1, e)
-                inner = ceil_div(e, outer)
-            ext[rel.outer], ext[rel.inner] = outer, inner
+            ext[rel.outer], ext[rel.inner] = _split_extents(ext[rel.parent], rel.factor, rel.nparts)
         else:
-            ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
+            ext[rel.fused] = ext_mul(ext[rel.outer], ext[rel.inner])
     leaves = []
     values: dict[str, Expr] = {}
     for name in stage.leaves:
@@ -59,20 +68,26 @@ def build_loop_nest(stage: Stage, root_extents: dict[str, int], prefix: str) -> 
         leaves.append(
             Leaf(name, var, ext[name], stage.kinds[name], kind, ann if kind == "thread" else None, pragma)
         )
-        values[name] = var if ext[name] > 1 else Const(0)  # a loop of one iteration is not emitted
+        one = static(ext[name]) == 1  # a loop of one iteration is not emitted
+        values[name] = Const(0) if one else var
     preds: list[Expr] = []
     for rel in reversed(stage.relations):
         if isinstance(rel, FuseRel):
-            fused, inner_extent = values[rel.fused], Const(ext[rel.inner])
+            fused, inner_extent = values[rel.fused], as_expr(ext[rel.inner])
             values[rel.outer] = BinOp("floordiv", fused, inner_extent, "int32")
             values[rel.inner] = BinOp("floormod", fused, inner_extent, "int32")
         else:
             n_in = ext[rel.inner]
             outer_value = values[rel.outer]
-            scaled = outer_value if n_in == 1 else BinOp("mul", outer_value, Const(n_in), "int32")
+            scaled = outer_value if static(n_in) == 1 else BinOp("mul", outer_value, as_expr(n_in), "int32")
             values[rel.parent] = BinOp("add", scaled, values[rel.inner], "int32")
-            if ext[rel.outer] * n_in > ext[rel.parent]:
-                preds.append(compare("lt", values[rel.parent], ext[rel.parent]))
+            n_out, n_par = ext[rel.outer], ext[rel.parent]
+            if isinstance(n_out, int) and isinstance(n_in, int) and isinstance(n_par, int):
+                guarded = n_out * n_in > n_par
+            else:  # symbolic: exact only when one side is the parent itself
+                guarded = static(n_in) != 1 and static(n_out) != 1
+            if guarded:
+                preds.append(compare("lt", values[rel.parent], n_par))
     missing = [n for n in root_extents if n not in values]
     if missing:
         raise ScheduleError(f"stage {stage.name}: axes {missing} are not reachable from its loops")

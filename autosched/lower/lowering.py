@@ -10,12 +10,16 @@ from ..expr import (
     ComputeOp,
     Const,
     Expr,
+    Extent,
     Load,
     Reduce,
     Tensor,
     Var,
+    as_expr,
     compare,
+    dag_shape_vars,
     rewrite,
+    shape_vars,
     substitute,
     walk,
 )
@@ -24,7 +28,7 @@ from ..schedule.transform import identity_value
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
-from .simplify import FALSE, TRUE, Ranges, combine, conjoin, simplify
+from .simplify import FALSE, INF, TRUE, Ranges, combine, conjoin, simplify, span
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
@@ -35,7 +39,7 @@ class StageContext:
 
     nest: LoopNest
     bases: list[Expr]
-    region: list[int]
+    region: list[Extent]
     body: Expr
     preds: list[Expr]
 
@@ -66,6 +70,15 @@ class Lowerer:
             self.buffers[t.name] = Buffer(t.name, tuple(t.shape), t.dtype, "global", is_arg=True)
             self.bases[t.name] = [Const(0)] * len(t.shape)
         self.args = tuple(self.buffers[n] for n in names)
+        self.sizes = tuple(shape_vars(list(args)))
+        missing = [v.name for v in dag_shape_vars(list(sched.source_outputs)) if v not in self.sizes]
+        if missing:
+            raise ValueError(
+                f"shape variables {missing} appear in no argument's shape: a kernel takes its sizes "
+                "from its arrays, so each must be a dimension of an argument"
+            )
+        for v in self.sizes:
+            self.ranges[v] = (0, INF)
         for out in sched.outputs:
             if out not in self.buffers:
                 raise ValueError(f"output {out!r} must be among the arguments")
@@ -87,7 +100,7 @@ class Lowerer:
                 self.bases[stage.name] = [Const(0)] * len(buf.shape)
                 body.append(Allocate(buf))
             body.append(self.lower_stage(stage))
-        return PrimFunc(self.name, self.args, seq(body))
+        return PrimFunc(self.name, self.args, seq(body), self.sizes)
 
     def _read_anywhere(self, name: str) -> bool:
         return any(r.attach != ("inline",) or self._read_anywhere(r.name) for r in self.readers(name))
@@ -152,9 +165,13 @@ class Lowerer:
 
         return rewrite(e, fn)
 
-    def flatten(self, idx: Sequence[Expr], shape: Sequence[int]) -> Expr:
-        """The row-major flat index of ``idx``, simplified."""
-        return combine(zip(idx, strides(shape), strict=True), self.ranges)
+    def flatten(self, idx: Sequence[Expr], shape: Sequence[Extent]) -> Expr:
+        """The row-major flat index of ``idx``, simplified (symbolic strides multiply)."""
+        parts = [
+            (i, st) if isinstance(st, int) else (BinOp("mul", i, st, "int32"), 1)
+            for i, st in zip(idx, strides(shape), strict=True)
+        ]
+        return combine(parts, self.ranges)
 
     # -- stages
     def context(self, stage: Stage) -> StageContext:
@@ -168,17 +185,17 @@ class Lowerer:
             bases, region = self.region_at(stage)
         else:
             bases, region = [Const(0)] * len(op.shape), list(op.shape)
-        root_ext = {iv.name: region[d] for d, iv in enumerate(op.axis)}
+        root_ext: dict[str, Extent] = {iv.name: region[d] for d, iv in enumerate(op.axis)}
         root_ext |= {iv.name: iv.extent for iv in op.reduce_axis}
         nest = build_loop_nest(stage, root_ext, stage.name)
         for leaf in nest.leaves:
-            self.ranges[leaf.var] = (0, leaf.extent - 1)
+            self.ranges[leaf.var] = span(0, leaf.extent)
         sub: dict[Var, Expr] = {}
         preds = list(nest.predicates)
         for d, iv in enumerate(op.axis):
             full = BinOp("add", bases[d], nest.values[iv.name], "int32")
             sub[iv.var] = simplify(full, self.ranges)
-            if region[d] != op.shape[d] or bases[d] != Const(0):
+            if not same_extent(region[d], op.shape[d]) or bases[d] != Const(0):
                 preds += [compare("lt", full, op.shape[d]), compare("ge", full, 0)]
         for iv in op.reduce_axis:
             sub[iv.var] = (
@@ -188,11 +205,11 @@ class Lowerer:
         self._contexts[stage.name] = ctx
         return ctx
 
-    def region_at(self, stage: Stage) -> tuple[list[Expr], list[int]]:
+    def region_at(self, stage: Stage) -> tuple[list[Expr], list[Extent]]:
         """Bound inference: what one iteration of the attach loop needs of ``stage``, over every
         consumer (each must run inside that loop)."""
         _, parent_name, leaf = stage.attach
-        free: dict[Var, int] = {}
+        free: dict[Var, Extent] = {}
         bodies = []
         for reader in self.effective_readers(stage.name):
             chain = [reader]
@@ -261,7 +278,7 @@ class Lowerer:
             for lf in inner
         ]
         for lf in init_leaves:
-            self.ranges[lf.var] = (0, lf.extent - 1)
+            self.ranges[lf.var] = span(0, lf.extent)
         init_preds = []
         for level, cs in placed.items():
             if level > r0:
@@ -319,12 +336,21 @@ class Lowerer:
         return stmt
 
 
-def strides(shape: Sequence[int]) -> list[int]:
-    """Row-major strides of ``shape``."""
-    out = [1] * len(shape)
+def strides(shape: Sequence[Extent]) -> list[Extent]:
+    """Row-major strides of ``shape`` (expressions where the shape is symbolic)."""
+    out: list[Extent] = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
-        out[d] = out[d + 1] * shape[d + 1]
+        a, b = out[d + 1], shape[d + 1]
+        if isinstance(a, int) and isinstance(b, int):
+            out[d] = a * b
+        else:
+            out[d] = simplify(BinOp("mul", as_expr(a), as_expr(b), "int32")) if a != 1 else b
     return out
+
+
+def same_extent(a: Extent, b: Extent) -> bool:
+    """Whether two extents are the same number or the same expression."""
+    return a == b if isinstance(a, int) == isinstance(b, int) else False
 
 
 def with_auto_unroll(s: Stmt, step: int) -> Stmt:

@@ -3,7 +3,7 @@ checks (explicit unrolling is in ``unrolling.py``)."""
 
 from __future__ import annotations
 
-from ..expr import BinOp, Cmp, Const, Expr, Var, walk
+from ..expr import BinOp, Cmp, Const, Expr, Extent, Var, as_expr, walk
 from ..schedule import ScheduleError
 from .ir import (
     EMPTY,
@@ -19,10 +19,24 @@ from .ir import (
     seq,
     stmt_children,
 )
-from .simplify import FALSE, TRUE, Ranges, bounds, conjoin, conjuncts, linear, simplify
+from .simplify import (
+    FALSE,
+    INF,
+    TRUE,
+    Ranges,
+    bounds,
+    conjoin,
+    conjuncts,
+    linear,
+    loop_end,
+    rebuild,
+    simplify,
+    span,
+)
 from .unrolling import MAX_UNROLL_COPIES, expanded_size
 
 AUTO_EXPAND = 32  # auto-unrolled nests up to this many steps are expanded here
+SYMBOLIC_STEPS = 1 << 20  # what a loop over a symbolic extent counts as (never unrolled)
 _VECTOR_NODES = (BufLoad, BinOp, Var, Const)  # what a vector statement is made of
 
 
@@ -32,7 +46,7 @@ def fold(s: Stmt, ranges: Ranges) -> Stmt:
     if isinstance(s, Store):
         return s
     if isinstance(s, For):
-        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
+        ranges[s.var] = span(s.begin, s.extent)
         body = fold(s.body, ranges)
         if body == EMPTY:
             return EMPTY
@@ -56,7 +70,7 @@ def fold(s: Stmt, ranges: Ranges) -> Stmt:
 def loop_ranges(s: Stmt, out: Ranges) -> Ranges:
     """Ranges of every loop variable inside ``s``."""
     if isinstance(s, For):
-        out[s.var] = (s.begin, s.begin + s.extent - 1)
+        out[s.var] = span(s.begin, s.extent)
     for x in stmt_children(s):
         loop_ranges(x, out)
     return out
@@ -68,15 +82,21 @@ def guards(s: Stmt) -> list[Expr]:
     return own + [g for x in stmt_children(s) for g in guards(x)]
 
 
-def _main_end(loop: For, ranges: Ranges) -> int:
-    """The largest ``m`` such that every guard in ``loop`` that tightens with its variable holds
-    for ``var < m`` (guards of the form ``a*var + rest < 0`` with ``a > 0``)."""
-    end = loop.begin + loop.extent
-    tails = [
+def _tails(loop: For) -> list[Cmp]:
+    """The guards in ``loop`` of the form ``a*var + rest < 0`` (candidates for a tail)."""
+    return [
         g
         for g in guards(loop.body)
         if isinstance(g, Cmp) and g.op == "lt" and g.b == Const(0) and loop.var in walk(g.a)
     ]
+
+
+def _main_end(loop: For, ranges: Ranges) -> int:
+    """The largest ``m`` such that every guard in ``loop`` that tightens with its variable holds
+    for ``var < m`` (guards of the form ``a*var + rest < 0`` with ``a > 0``)."""
+    assert isinstance(loop.begin, int) and isinstance(loop.extent, int)
+    end = loop.begin + loop.extent
+    tails = _tails(loop)
     inner = loop_ranges(loop.body, dict(ranges)) if tails else ranges
     for g in tails:
         terms, k = linear(g.a, inner)
@@ -89,21 +109,131 @@ def _main_end(loop: For, ranges: Ranges) -> int:
     return end
 
 
-def partition(s: Stmt, ranges: Ranges, memo: dict[int, tuple[Stmt, bool]] | None = None) -> Stmt:
-    """Split loops with tail guards into a guard-free main part and a guarded tail."""
+def _symbolic_main_end(
+    loop: For, ranges: Ranges, sizes: frozenset[Var]
+) -> tuple[Expr, list[Expr], list[Expr]] | None:
+    """For a loop with a symbolic bound: ``(m, proven, exact)``, ``m`` an expression of shape
+    variables such that every guard in ``proven`` holds for ``var < m`` (and those in ``exact``
+    fail for ``var >= m``), or None if no guard gives one.
+
+    A guard ``a*var + rest < 0`` gives ``m = ceil(-max(rest) / a)`` where ``max(rest)`` keeps the
+    terms fixed during the loop (shape variables, outer loop variables) as symbols and takes the
+    numeric bound of each term that varies inside it."""
+    inner = loop_ranges(loop.body, dict(ranges))
+    inside = set(loop_ranges(loop.body, {}))
+    found: list[tuple[Expr, Expr, bool]] = []
+    for g in _tails(loop):
+        terms, k = linear(g.a, inner)
+        a = terms.pop(loop.var, 0)
+        if a <= 0:
+            continue
+        symbols: dict[Expr, int] = {}
+        numeric: dict[Expr, int] = {}
+        for t, c in terms.items():
+            uses = {v for v in walk(t) if isinstance(v, Var)}
+            (numeric if uses & inside else symbols)[t] = c
+        _, hi = bounds((numeric, k), inner)
+        if hi == INF or not symbols:
+            continue
+        neg = {t: -c for t, c in symbols.items()}  # ceil((-symbols - hi) / a)
+        top = rebuild(neg, -int(hi) + a - 1)
+        m = simplify(BinOp("floordiv", top, Const(a), "int32"), ranges) if a > 1 else simplify(top, ranges)
+        found.append((m, g, not numeric))
+    if not found:
+        return None
+    m = found[0][0]
+    for other, _, _ in found[1:]:
+        if other != m:
+            m = BinOp("min", m, other, "int32")
+    exact = [g for other, g, ex in found if ex and other == m]
+    return m, [g for _, g, _ in found], exact
+
+
+def _clamp(m: Expr, begin: Extent, end: Extent, ranges: Ranges) -> Expr:
+    """``max(begin, min(m, end))``, simplified where the order is provable."""
+    lo, hi = as_expr(begin), as_expr(end)
+    if not _le(m, hi, ranges):
+        m = BinOp("min", m, hi, "int32")
+    if not _le(lo, m, ranges):
+        m = BinOp("max", lo, m, "int32")
+    return simplify(m, ranges)
+
+
+def _le(a: Expr, b: Expr, ranges: Ranges) -> bool:
+    """Whether ``a <= b`` provably (``x // c <= (x + d) // c`` for ``d >= 0`` included)."""
+    if isinstance(a, BinOp) and isinstance(b, BinOp) and a.op == b.op == "floordiv" and a.b == b.b:
+        a, b = a.a, b.a
+    lo, _ = bounds(linear(BinOp("sub", b, a, "int32"), ranges), ranges)
+    return lo >= 0
+
+
+def _symbolic_parts(s: For, ranges: Ranges, sizes: frozenset[Var]) -> list[Stmt] | None:
+    """(main, tail) of a loop split at a symbolic bound (see :func:`_symbolic_main_end`), or None."""
+    got = _symbolic_main_end(s, ranges, sizes)
+    if got is None:
+        return None
+    end = loop_end(s.begin, s.extent)
+    mid = _clamp(got[0], s.begin, end, ranges)
+    main_ext = simplify(BinOp("sub", mid, as_expr(s.begin), "int32"), ranges)
+    tail_ext = simplify(BinOp("sub", as_expr(end), mid, "int32"), ranges)
+    main = For(s.var, s.begin, main_ext, s.kind, _drop(s.body, got[1], TRUE), s.thread, s.auto_unroll)
+    tail = For(s.var, mid, tail_ext, s.kind, _drop(s.body, got[2], FALSE), s.thread, s.auto_unroll)
+    return [fold(main, dict(ranges)), fold(tail, dict(ranges))]
+
+
+def _drop(s: Stmt, known: list[Expr], value: Expr) -> Stmt:
+    """``s`` with the guard parts in ``known`` replaced by ``value`` (TRUE or FALSE)."""
+    if not known:
+        return s
+    if isinstance(s, IfThenElse):
+        parts = [value if c in known else c for c in conjuncts(s.cond)]
+        then = _drop(s.then, known, value)
+        other = None if s.otherwise is None else _drop(s.otherwise, known, value)
+        if FALSE in parts:
+            return EMPTY if other is None else other
+        cond = conjoin([c for c in parts if c != TRUE])
+        return then if cond == TRUE and other is None else IfThenElse(cond, then, other)
+    return map_children(s, lambda x: _drop(x, known, value))
+
+
+def partition(
+    s: Stmt,
+    ranges: Ranges,
+    memo: dict[int, tuple[Stmt, bool]] | None = None,
+    sizes: frozenset[Var] = frozenset(),
+) -> Stmt:
+    """Split loops with tail guards into a guard-free main part and a guarded tail. A loop over
+    a symbolic extent (``sizes`` are the shape variables) gets a main part up to a symbolic bound,
+    without the guards that bound proves."""
     memo = {} if memo is None else memo
     if not has_guards(s, memo):
         return s
     if isinstance(s, For):
         if s.kind in ("serial", "unrolled", "unroll_hint"):
-            m = _main_end(s, ranges)
-            if s.begin < m < s.begin + s.extent:
-                main = For(s.var, s.begin, m - s.begin, s.kind, s.body, s.thread, s.auto_unroll)
-                tail = For(s.var, m, s.begin + s.extent - m, s.kind, s.body, s.thread, s.auto_unroll)
-                parts = [fold(main, dict(ranges)), fold(tail, dict(ranges))]
-                return seq(partition(p, ranges, memo) for p in parts if p != EMPTY)
-        ranges[s.var] = (s.begin, s.begin + s.extent - 1)
-    return map_children(s, lambda x: partition(x, ranges, memo))
+            if isinstance(s.begin, int) and isinstance(s.extent, int):
+                m = _main_end(s, ranges)
+                if s.begin < m < s.begin + s.extent:
+                    main = For(s.var, s.begin, m - s.begin, s.kind, s.body, s.thread, s.auto_unroll)
+                    tail = For(s.var, m, s.begin + s.extent - m, s.kind, s.body, s.thread, s.auto_unroll)
+                    parts = [fold(main, dict(ranges)), fold(tail, dict(ranges))]
+                    return seq(partition(p, ranges, memo, sizes) for p in parts if p != EMPTY)
+            # an unrolled loop of known extent stays whole (and unrolled), guards and all
+            if sizes and (s.kind != "unrolled" or not isinstance(s.extent, int)):
+                split = _symbolic_parts(s, ranges, sizes)
+                if split is not None:
+                    return seq(_partition_inside(p, ranges, memo, sizes) for p in split if p != EMPTY)
+        ranges[s.var] = span(s.begin, s.extent)
+    return map_children(s, lambda x: partition(x, ranges, memo, sizes))
+
+
+def _partition_inside(
+    s: Stmt, ranges: Ranges, memo: dict[int, tuple[Stmt, bool]], sizes: frozenset[Var]
+) -> Stmt:
+    """Partition the loops inside a part of a symbolically partitioned loop (not the part itself:
+    its bounds are symbolic already, and its tail keeps the guards that made it)."""
+    if isinstance(s, For):
+        ranges[s.var] = span(s.begin, s.extent)
+    return map_children(s, lambda x: partition(x, ranges, memo, sizes))
 
 
 def has_guards(s: Stmt, memo: dict[int, tuple[Stmt, bool]] | None = None) -> bool:
@@ -134,9 +264,10 @@ def _mark(s: Stmt, limit: int | None, sizes: dict[int, tuple[Stmt, int]]) -> tup
     if isinstance(s, For):
         lim = s.auto_unroll if s.auto_unroll is not None else limit
         body, steps = _mark(s.body, lim, sizes)
-        steps *= max(1, s.extent // 16) if _whole_vectors(s) else s.extent
+        n = s.extent if isinstance(s.extent, int) else SYMBOLIC_STEPS
+        steps *= max(1, n // 16) if _whole_vectors(s) else n
         kind = s.kind
-        if lim is not None and kind == "serial":
+        if lim is not None and kind == "serial" and isinstance(s.extent, int):
             if steps <= min(lim, AUTO_EXPAND):
                 kind = "unrolled"
             elif steps <= lim and not _loops_left(body, sizes):
@@ -157,7 +288,11 @@ def _mark(s: Stmt, limit: int | None, sizes: dict[int, tuple[Stmt, int]]) -> tup
 def _loops_left(s: Stmt, sizes: dict[int, tuple[Stmt, int]]) -> bool:
     """Whether ``s`` keeps a loop once unrolled loops are expanded (vector statements aside)."""
     if isinstance(s, For) and not _whole_vectors(s):
-        expands = s.kind == "unrolled" and s.extent * expanded_size(s.body, sizes) <= MAX_UNROLL_COPIES
+        expands = (
+            s.kind == "unrolled"
+            and isinstance(s.extent, int)
+            and s.extent * expanded_size(s.body, sizes) <= MAX_UNROLL_COPIES
+        )
         if not expands:
             return True
     return any(_loops_left(x, sizes) for x in stmt_children(s))

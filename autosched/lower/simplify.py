@@ -11,9 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from ..expr import BinOp, Cast, Cmp, Const, Expr, Logic, Not, Var, rewrite
+from ..expr import BinOp, Cast, Cmp, Const, Expr, Extent, Logic, Not, Var, as_expr, rewrite
 
-Ranges = dict[Var, tuple[int, int]]
+#: inclusive bounds of variables; infinite where a loop's extent is symbolic (shape variables
+#: have (0, inf): sizes are never negative)
+Ranges = dict[Var, tuple[float, float]]
 Linear = tuple[dict[Expr, int], int]
 INF = math.inf
 TRUE = Const(1, "bool")
@@ -60,8 +62,7 @@ def _collect(e: Expr, ranges: Ranges, scale: int, out: dict[Expr, int]) -> int:
                 return _merge(out, ta, ka, scale * kb)
             if not ta:
                 return _merge(out, tb, kb, scale * ka)
-            _add(out, BinOp("mul", rebuild(ta, ka), rebuild(tb, kb), e.type), scale)
-            return 0
+            return _product(out, (ta, ka), (tb, kb), e.type, scale)
         if op in ("floordiv", "floormod"):
             tb, kb = linear(e.b, ranges)
             if not tb and kb > 0:
@@ -80,6 +81,36 @@ def _collect(e: Expr, ranges: Ranges, scale: int, out: dict[Expr, int]) -> int:
         return scale * int(node.value)
     _add(out, node, scale)
     return 0
+
+
+def _product(out: dict[Expr, int], a: Linear, b: Linear, dtype: str, scale: int) -> int:
+    """Add ``scale * a * b`` of two non-constant linear forms. A product by one symbol (``i * n``
+    with ``n`` a shape variable, as in a flat index with a symbolic stride) is distributed over
+    the other form's terms, so that the index stays a sum of simple terms."""
+    for (ta, ka), (tb, kb) in ((a, b), (b, a)):
+        if kb == 0 and len(tb) == 1:
+            sym, cb = next(iter(tb.items()))
+            for t, c in ta.items():
+                pair = sorted((t, sym), key=_term_key)
+                _add(out, BinOp("mul", pair[0], pair[1], dtype), scale * c * cb)
+            _add(out, sym, scale * ka * cb)
+            return 0
+    _add(out, BinOp("mul", rebuild(*a), rebuild(*b), dtype), scale)
+    return 0
+
+
+def span(begin: Extent, extent: Extent) -> tuple[float, float]:
+    """Inclusive bounds of a loop variable over ``[begin, begin + extent)`` (infinite when symbolic)."""
+    if isinstance(begin, int) and isinstance(extent, int):
+        return (begin, begin + extent - 1)
+    return (begin if isinstance(begin, int) else 0, INF)
+
+
+def loop_end(begin: Extent, extent: Extent) -> Extent:
+    """``begin + extent``: an int, or a simplified expression of shape variables."""
+    if isinstance(begin, int) and isinstance(extent, int):
+        return begin + extent
+    return simplify(BinOp("add", as_expr(begin), as_expr(extent), "int32"))
 
 
 def _add(out: dict[Expr, int], term: Expr, c: int) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var, children, rewrite, substitute
 from .ir import EMPTY, BufLoad, For, IfThenElse, Seq, Stmt, Store, map_children, seq
-from .simplify import FALSE, TRUE, Ranges, bounds, decide, is_int, linear, rebuild, simplify
+from .simplify import FALSE, TRUE, Ranges, bounds, decide, is_int, linear, rebuild, simplify, span
 
 MAX_UNROLL_COPIES = 512  # statements an expanded loop may produce; larger ones stay loops
 
@@ -35,7 +35,7 @@ def expanded_size(s: Stmt, memo: dict[int, tuple[Stmt, int]] | None = None) -> i
         return got[1]
     if isinstance(s, For):
         size = expanded_size(s.body, memo)
-        if s.kind == "unrolled" and s.extent * size <= MAX_UNROLL_COPIES:
+        if s.kind == "unrolled" and isinstance(s.extent, int) and s.extent * size <= MAX_UNROLL_COPIES:
             size *= s.extent
     elif isinstance(s, IfThenElse):
         size = 1 + expanded_size(s.then, memo) + (expanded_size(s.otherwise, memo) if s.otherwise else 0)
@@ -73,8 +73,12 @@ class _Unroller:
     # -- statements
     def stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, For):
-            full = (s.begin, s.begin + s.extent - 1)
-            if s.kind == "unrolled" and s.extent * expanded_size(s.body, self.sizes) <= MAX_UNROLL_COPIES:
+            full = span(s.begin, s.extent)
+            if (
+                s.kind == "unrolled"
+                and isinstance(s.extent, int)
+                and s.extent * expanded_size(s.body, self.sizes) <= MAX_UNROLL_COPIES
+            ):
                 return self.expand(s, full)
             self.ranges[s.var] = full
             body = self.stmt(s.body)
@@ -98,12 +102,13 @@ class _Unroller:
             return seq(x for x in (self.stmt(x) for x in s.stmts) if x != EMPTY)
         return s
 
-    def expand(self, loop: For, full: tuple[int, int]) -> Stmt:
+    def expand(self, loop: For, full: tuple[float, float]) -> Stmt:
         """The copies of ``loop``'s body, one per iteration."""
         outer = self.nest
         self.nest = self.nests.setdefault((*self.env, loop.var.name), len(self.nests))
         self.var_of[loop.var.name] = loop.var
         copies = []
+        assert isinstance(loop.begin, int) and isinstance(loop.extent, int)
         for i in range(loop.begin, loop.begin + loop.extent):
             self.env[loop.var.name] = i
             self.ranges[loop.var] = (i, i)

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from ..dtypes import dtype as _dtype
-from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var
+from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var, as_int
 from ..lower.ir import Allocate, BufLoad, For, IfThenElse, Seq, Stmt, Store
 
 LINE_BYTES = 64  # cache line size the line counts assume
@@ -139,7 +139,7 @@ def scan_store(s: Store) -> tuple[list[float], list[Access]]:
     """Operation counts of one execution of ``s`` and its accesses (the write first)."""
     ops = [0.0] * NUM_OPS
     b = s.buffer
-    accesses: list[Access] = [(b.name, _elem_bytes(b.dtype), b.size, _coefs(s.index), True)]
+    accesses: list[Access] = [(b.name, _elem_bytes(b.dtype), as_int(b.size), _coefs(s.index), True)]
     _scan(s.index, ops, accesses)
     _scan(s.value, ops, accesses)
     return ops, accesses
@@ -182,8 +182,9 @@ class _Walker:
 
     def visit(self, s: Stmt) -> None:
         if isinstance(s, For):
-            self.loops.append((s.var.name, s.extent, s.kind, s.thread or ""))
-            self.prods.append(self.prods[-1] * s.extent)
+            extent = as_int(s.extent, "loop extent")
+            self.loops.append((s.var.name, extent, s.kind, s.thread or ""))
+            self.prods.append(self.prods[-1] * extent)
             self.visit(s.body)
             self.loops.pop()
             self.prods.pop()
@@ -203,7 +204,7 @@ class _Walker:
             self.guards -= 1
         elif isinstance(s, Allocate):
             b = s.buffer
-            self.allocs[b.name] = (b.size * _elem_bytes(b.dtype), self.prods[-1])
+            self.allocs[b.name] = (as_int(b.size) * _elem_bytes(b.dtype), self.prods[-1])
 
     def row(self, s: Store, ops: list[float], accesses: list[Access]) -> list[float]:
         loops, n = self.loops, len(self.loops)

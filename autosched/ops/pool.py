@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import expr as te
 from ..dtypes import dtype as _dtype
-from ..expr import Expr, Tensor
+from ..expr import Expr, Tensor, static_shape
 from .common import accumulator, check_positive, conv_out_size, lowest, pad_nchw, scaled, windows
 from .registry import workload
 
@@ -29,7 +29,7 @@ def _pool_taps(x: np.ndarray, kernel: int, stride: int, out: tuple[int, int]) ->
 
 def _window_reduce(op: str, data: Tensor, kernel: int, stride: int, pad: int, combiner: str) -> Tensor:
     """Stage ``pool`` (max) or ``pool_sum`` (sum): the combiner over each kernel window."""
-    n_, c_, h_, w_ = data.shape
+    n_, c_, h_, w_ = static_shape(data.shape)
     p, q = _out_size(op, h_, w_, kernel, stride, pad)
     src = pad_nchw(data, pad, lowest(data.dtype) if combiner == "max" else 0) if pad > 0 else data
     ry, rx = te.reduce_axis(kernel, "ry"), te.reduce_axis(kernel, "rx")

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
-from ..expr import ComputeOp, PlaceholderOp, Tensor, dag_key, topo_order
+from ..expr import ComputeOp, PlaceholderOp, Tensor, dag_key, size_var, static_shape, topo_order
 from ..flops import count_flops
 from ..reference import evaluate
 
@@ -218,6 +218,25 @@ class Workload:
             object.__setattr__(self, "_tensors", tensors)
         return list(tensors)
 
+    def symbolic_tensors(self) -> tuple[list[Tensor], dict[str, int]]:
+        """The workload's tensors with every int argument replaced by a shape variable of the
+        parameter's name (``asc.size_var``), and the values this workload gives those variables.
+
+        This is how a schedule tuned for one size serves every size: a user workload
+        ``my_mm(M, N, K)`` tuned as ``Task("my_mm", (1024, 1024, 1024))`` has steps that replay on
+        ``my_mm(size_var("M"), size_var("N"), size_var("K"))``. Raises ValueError when the
+        workload's function cannot take symbolic sizes (it computes with them in Python).
+        """
+        params = list(inspect.signature(self.definition.func).parameters)
+        values = {p: a for p, a in zip(params, self.args, strict=True) if type(a) is int}
+        args = [size_var(p) if p in values else a for p, a in zip(params, self.args, strict=True)]
+        try:
+            tensors = tuple(self.definition.func(*args))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"workload {self} cannot take symbolic sizes {sorted(values)}: {e}") from None
+        self._check(tensors, self.definition.num_outputs)
+        return list(tensors), values
+
     def _check(self, tensors: tuple[Tensor, ...], num_outputs: int) -> None:
         where = f"workload {self}"
         if not all(isinstance(t, Tensor) for t in tensors):
@@ -305,11 +324,11 @@ class Workload:
             kind = _dtype(t.dtype)
             arr: np.ndarray
             if t.dtype == "bool":
-                arr = rng.random(t.shape) < 0.5
+                arr = rng.random(static_shape(t.shape)) < 0.5
             elif kind.is_float:
-                arr = rng.uniform(-1.0, 1.0, t.shape)
+                arr = rng.uniform(-1.0, 1.0, static_shape(t.shape))
             else:
-                arr = rng.integers(-4, 5, t.shape)
+                arr = rng.integers(-4, 5, static_shape(t.shape))
             arrays.append(np.asarray(arr).astype(numpy_dtype(t.dtype)))
         return arrays
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..emit_c.vector import chunks_of
-from ..expr import Tensor
+from ..expr import Tensor, as_int
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from .registry import Workload
@@ -70,7 +70,8 @@ def conv2d_nchw_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedu
     tgt = Target.parse(target)
     conv = tensors[-1]
     s = create_schedule(conv)
-    cols, kt = _conv_tile(conv.shape[3], conv.shape[1], tgt.vector_lanes(conv.dtype), _vector_regs(tgt))
+    lanes = tgt.vector_lanes(conv.dtype)
+    cols, kt = _conv_tile(as_int(conv.shape[3]), as_int(conv.shape[1]), lanes, _vector_regs(tgt))
     acc = s.cache_write(conv, "local")
     n, k, y, x = s[conv].op.axis
     ko, ki = s[conv].split(k, kt)

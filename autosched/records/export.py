@@ -26,11 +26,13 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..diagnostics import printable, warn
 from ..dtypes import dtype as dtype_info
 from ..emit_c import function_name
+from ..expr import shape_vars, static_shape
 from ..ops import Workload
 from ..runner.kernel import ArgSpec
 from ..target import Target
@@ -230,9 +232,10 @@ MAIN_TAIL = """\
 """
 
 
-def _main_c(task: Task, kernel: str, reference: str) -> str:
+def _main_c(task: Task, kernel: str, reference: str, sizes: Sequence[int] = ()) -> str:
+    """main.c; ``sizes`` are the values a symbolic kernel gets after its arrays."""
     specs = task.arg_specs()
-    counts = [math.prod(s.shape) for s in specs]
+    counts = [math.prod(static_shape(s.shape)) for s in specs]
     outputs = [k for k, s in enumerate(specs) if s.is_output]
     kernel_args = ", ".join(f"a{k}" for k in range(len(specs)))
     ref_args = ", ".join(f"r{k}" if specs[k].is_output else f"a{k}" for k in range(len(specs)))
@@ -248,6 +251,8 @@ def _main_c(task: Task, kernel: str, reference: str) -> str:
         args=kernel_args,
         generators="".join(sorted({GENERATORS[_kind(s)][1] for s in specs if not s.is_output})),
     )
+    call = kernel_args + "".join(f", {n}" for n in sizes)
+    text = text.replace(f"{kernel}({kernel_args})", f"{kernel}({call})")
     body = []
     for k, (spec, ctype, count) in enumerate(zip(specs, ctypes, counts, strict=True)):
         body.append(
@@ -260,7 +265,7 @@ def _main_c(task: Task, kernel: str, reference: str) -> str:
             body.append(f"  memset(a{k}, {fill}, {count}u * sizeof({ctype}));")
     body.append("")
     body += [_fill(f"a{k}", specs[k], counts[k]) for k in range(len(specs)) if not specs[k].is_output]
-    body.append(f"  if ({reference}({ref_args}) != 0 || {kernel}({kernel_args}) != 0) {{")
+    body.append(f"  if ({reference}({ref_args}) != 0 || {kernel}({call}) != 0) {{")
     body.append('    fprintf(stderr, "out of memory\\n");\n    return 2;\n  }')
     body += [_check(k, specs[k], counts[k]) for k in outputs]
     return text + "\n".join(body) + "\n" + MAIN_TAIL.format(args=kernel_args)
@@ -325,9 +330,17 @@ def _when(timestamp: float) -> str:
 
 
 def export_files(
-    record: Record, *, name: str | None = None, portable: bool = False, cc: str | None = None
+    record: Record,
+    *,
+    name: str | None = None,
+    portable: bool = False,
+    cc: str | None = None,
+    symbolic: bool = False,
 ) -> dict[str, str]:
     """The files :func:`export_kernel` writes, by name, as text (nothing is written).
+
+    ``symbolic``: the steps applied to every size (``Workload.symbolic_tensors``); the kernel
+    takes the sizes as ``int`` parameters after the arrays; main.c checks it at the record's.
 
     The record's target is read as a log's target must be (known options, values of a strict
     form: :func:`~autosched.records.check.logged_target`), with the compiler ``cc`` (default:
@@ -343,7 +356,11 @@ def export_files(
     wl = task.workload
     kernel = function_name(name or f"{wl.name}_kernel")
     reference = function_name(f"{name}_reference" if name else f"{wl.name}_reference")
-    source = task.source(record.steps, name=kernel, portable=portable, timing=False)
+    source = task.source(record.steps, name=kernel, portable=portable, timing=False, symbolic=symbolic)
+    sizes: list[tuple[str, int]] = []
+    if symbolic:
+        tensors, values = wl.symbolic_tensors()
+        sizes = [(v.name, values[v.name]) for v in shape_vars(tensors)]
     ref_src = task.source((), name=reference, portable=True)
     params, ref_params = _signature(source, kernel), _signature(ref_src, reference)
 
@@ -367,6 +384,12 @@ def export_files(
         "Arguments: C-contiguous (row-major) arrays that do not overlap; inputs, then outputs:",
         *_arg_lines(specs),
     ]
+    if sizes:
+        doc += [
+            f"then the sizes as int: {', '.join(n for n, _ in sizes)} (any values; tuned at "
+            + ", ".join(f"{n}={v}" for n, v in sizes)
+            + "); the array shapes above are at the tuned sizes."
+        ]
     ref_doc = [
         f"{reference}: {wl} unscheduled, in portable C99: the independent check of {kernel}.",
         "Same arguments as kernel.h.",
@@ -377,7 +400,7 @@ def export_files(
         "kernel.h": _header(guard, kernel, params, doc),
         "reference.c": _with_header(ref_src, reference, "reference.h"),
         "reference.h": _header(f"{reference.upper()}_H", reference, ref_params, ref_doc),
-        "main.c": _main_c(task, kernel, reference),
+        "main.c": _main_c(task, kernel, reference, [v for _, v in sizes]),
         "Makefile": _makefile(task.target, portable, "#pragma omp" in source, about),
     }
 
@@ -411,6 +434,7 @@ def export_kernel(
     name: str | None = None,
     portable: bool = False,
     cc: str | None = None,
+    symbolic: bool = False,
 ) -> Path:
     """Write the program of ``record`` as a standalone kernel directory; returns the directory.
 
@@ -420,4 +444,4 @@ def export_kernel(
     ``$CC``, else gcc; never the one the log names). Raises ``ValueError`` for a record without a
     valid measurement or of a workload that is not registered here (see :func:`export_files`).
     """
-    return write_files(export_files(record, name=name, portable=portable, cc=cc), out_dir)
+    return write_files(export_files(record, name=name, portable=portable, cc=cc, symbolic=symbolic), out_dir)

@@ -11,7 +11,11 @@ The C ABI a kernel library provides, for a kernel ``NAME`` over ``n`` arrays::
 ``NAME__bench`` is optional (hand-written libraries may lack it); :meth:`Kernel.bench` needs it.
 
 Arrays are passed as pointers to C-contiguous data in the order of the :class:`ArgSpec` list
-(inputs, then outputs). Every argument is checked before any C code runs.
+(inputs, then outputs). A kernel over symbolic shapes (``asc.size_var``) takes one more ``int``
+per shape variable after the arrays (and before ``number`` in the timing entries), in order of
+first appearance in the arguments' shapes; :class:`Kernel` reads their values from the arrays'
+shapes. Every argument is checked before any C code runs: all arrays must agree on every
+variable.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
+from ..expr import Extent, Var, evaluate, extent_vars
 from ..hardware import host_hardware
 
 _MAX_NUMBER = 2**31 - 1
@@ -54,19 +59,20 @@ class ArgSpec:
     """One kernel argument: its name, shape, dtype name, and whether the kernel writes it."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Extent, ...]  # ints, or expressions of shape variables
     dtype: str
     is_output: bool = False
 
     def __post_init__(self) -> None:
-        shape = tuple(int(d) for d in self.shape)
-        if any(d < 0 for d in shape):
+        shape = tuple(d if isinstance(d, Var) or extent_vars(d) else evaluate(d, {}) for d in self.shape)
+        if any(isinstance(d, int) and d < 0 for d in shape):
             raise ValueError(f"argument {self.name!r}: negative extent in shape {shape}")
         object.__setattr__(self, "shape", shape)
         _dtype(self.dtype)
 
     def __str__(self) -> str:
-        return f"{self.name}: {self.dtype}{list(self.shape)}" + (" (output)" if self.is_output else "")
+        shape = ", ".join(str(d) for d in self.shape)
+        return f"{self.name}: {self.dtype}[{shape}]" + (" (output)" if self.is_output else "")
 
 
 class Kernel:
@@ -76,9 +82,13 @@ class Kernel:
     library stays loaded as long as the kernel lives.
     """
 
-    def __init__(self, ffi: Any, lib: Any, name: str, args: Sequence[ArgSpec]) -> None:
+    def __init__(
+        self, ffi: Any, lib: Any, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
+    ) -> None:
         self.name = name
         self.args = tuple(args)
+        self.sizes = tuple(sizes)  # names of the shape variables, in C parameter order
+        self._where = size_sources(self.args, self.sizes)
         self._ffi = ffi
         self._lib = lib
         self._func = getattr(lib, name)
@@ -94,7 +104,8 @@ class Kernel:
         spec = self.args[i]
         return f"kernel {self.name!r}: argument {i} {spec.name!r}" + (" (output)" if spec.is_output else "")
 
-    def _check(self, arrays: Sequence[Any]) -> None:
+    def _check(self, arrays: Sequence[Any]) -> list[int]:
+        """Check the arrays; return the values of the shape variables (C parameter order)."""
         if len(arrays) != len(self.args):
             names = ", ".join(a.name for a in self.args)
             raise TypeError(
@@ -105,8 +116,11 @@ class Kernel:
                 raise TypeError(f"{self._label(i)}: expected a numpy.ndarray, got {type(arr).__name__}")
             if arr.dtype != want:
                 raise TypeError(f"{self._label(i)}: expected dtype {spec.dtype}, got {arr.dtype}")
-            if arr.shape != spec.shape:
-                raise ValueError(f"{self._label(i)}: expected shape {spec.shape}, got {arr.shape}")
+        env = self._bind(arrays)
+        for i, (spec, arr) in enumerate(zip(self.args, arrays, strict=True)):
+            want_shape = tuple(evaluate(d, env) for d in spec.shape) if self.sizes else spec.shape
+            if arr.shape != want_shape:
+                raise ValueError(f"{self._label(i)}: expected shape {want_shape}, got {arr.shape}")
             if not arr.flags.c_contiguous:
                 raise ValueError(f"{self._label(i)}: array is not C-contiguous (use numpy.ascontiguousarray)")
             if spec.is_output and not arr.flags.writeable:
@@ -120,14 +134,41 @@ class Kernel:
                         f"{self._label(i)}: output shares memory with argument {j} "
                         f"{self.args[j].name!r}; pass separate arrays"
                     )
+        return [env[n] for n in self.sizes]
+
+    def _bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
+        """Values of the shape variables from the arrays (each array's rank is checked first);
+        a ValueError names a variable that two arrays give different values."""
+        for i, (spec, arr) in enumerate(zip(self.args, arrays, strict=True)):
+            if arr.ndim != len(spec.shape):
+                raise ValueError(
+                    f"{self._label(i)}: expected {len(spec.shape)} dimensions, got shape {arr.shape}"
+                )
+        env: dict[str, int] = {}
+        first: dict[str, tuple[int, int]] = {}
+        for name, places in self._where.items():
+            for i, d in places:
+                value = int(arrays[i].shape[d])
+                if name not in env:
+                    env[name], first[name] = value, (i, d)
+                elif env[name] != value:
+                    j, e = first[name]
+                    raise ValueError(
+                        f"kernel {self.name!r}: shape variable {name!r} is {env[name]} in argument "
+                        f"{j} {self.args[j].name!r} (dimension {e}) but {value} in argument {i} "
+                        f"{self.args[i].name!r} (dimension {d})"
+                    )
+            if env[name] > _MAX_NUMBER:
+                raise ValueError(f"kernel {self.name!r}: shape variable {name!r} = {env[name]} overflows int")
+        return env
 
     def _pointers(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         return [self._ffi.from_buffer(a) for a in arrays]
 
     def __call__(self, *arrays: np.ndarray) -> None:
         """Run the kernel once on ``arrays`` (inputs, then outputs), writing the outputs in place."""
-        self._check(arrays)
-        if self._func(*self._pointers(arrays)) != 0:
+        sizes = self._check(arrays)
+        if self._func(*self._pointers(arrays), *sizes) != 0:
             raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
 
     def time(
@@ -140,8 +181,8 @@ class Kernel:
         long.
         """
         _check_counts(number, repeat, min_repeat_ms)
-        self._check(arrays)
-        pointers = self._pointers(arrays)
+        sizes = self._check(arrays)
+        pointers = [*self._pointers(arrays), *sizes]
         if min_repeat_ms > 0:
             number = self._calibrate(pointers, number, min_repeat_ms / 1e3)
         return [self._run_timer(pointers, number) / number for _ in range(repeat)]
@@ -167,14 +208,14 @@ class Kernel:
             raise ValueError(f"cooldown_ms must be >= 0, got {cooldown_ms!r}")
         if self._bench is None:
             raise RuntimeError(f"kernel {self.name!r}: its library has no {self.name}__bench entry")
-        self._check(arrays)
+        sizes = self._check(arrays)
         ffi = self._ffi
         times = ffi.new("double[]", repeat)
         flush = _flush_buffer() if flush_cache else None
         flush_ptr = ffi.from_buffer(flush) if flush is not None else ffi.NULL
         flush_len = flush.size if flush is not None else 0
         args = (number, repeat, float(min_repeat_ms), flush_ptr, flush_len, float(cooldown_ms), times)
-        got = int(self._bench(*self._pointers(arrays), *args))
+        got = int(self._bench(*self._pointers(arrays), *sizes, *args))
         if got < 0:
             raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
         self.last_number = got
@@ -194,6 +235,23 @@ class Kernel:
             grow = 10.0 if elapsed == 0 else min(10.0, 1.2 * min_seconds / elapsed)
             number = min(_MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
         return number
+
+
+def size_sources(args: Sequence[ArgSpec], sizes: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
+    """For each shape variable, the (argument, dimension) pairs whose extent is that variable
+    alone; a variable no dimension gives alone cannot be read from the arrays (ValueError)."""
+    where: dict[str, list[tuple[int, int]]] = {n: [] for n in sizes}
+    for i, spec in enumerate(args):
+        for d, ext in enumerate(spec.shape):
+            if isinstance(ext, Var) and ext.name in where:
+                where[ext.name].append((i, d))
+    lost = [n for n, places in where.items() if not places]
+    if lost:
+        raise ValueError(
+            f"shape variables {lost} are no dimension of any argument by themselves; a kernel reads "
+            "each variable's value from a dimension that is exactly that variable"
+        )
+    return where
 
 
 def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:

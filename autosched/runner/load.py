@@ -39,15 +39,18 @@ def elf_machine(path: str | Path) -> str | None:
 
 # Loaded libraries are never closed: unloading a library whose OpenMP threads are still alive
 # (libgomp keeps its thread pool) crashes the process later. Libraries are small and cached.
-_LOADED: dict[tuple[str, str, int], tuple[cffi.FFI, object]] = {}
+_LOADED: dict[tuple[str, str, int, int], tuple[cffi.FFI, object]] = {}
 
 
-def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -> Kernel:
+def load_kernel(
+    lib_path: str | Path, func_name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
+) -> Kernel:
     """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library
     (and ``func_name__bench`` where the library has it: emitted libraries do).
 
     Raises :class:`LoadError` if the library is missing, was built for another machine (a
-    cross-compiled kernel runs only on its board) or lacks either function.
+    cross-compiled kernel runs only on its board) or lacks either function. ``sizes`` names the
+    kernel's ``int`` size parameters after the arrays (a kernel over symbolic shapes).
     """
     path = Path(lib_path)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", func_name):
@@ -60,8 +63,8 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
             f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
             "kernel cannot be loaded here; run it on its board"
         )
-    pointers = "".join(["void *, "] * len(args))
-    key = (str(path.resolve()), func_name, len(args))
+    pointers = "".join(["void *, "] * len(args)) + "".join(["int, "] * len(sizes))
+    key = (str(path.resolve()), func_name, len(args), len(sizes))
     loaded = _LOADED.get(key)
     if loaded is None:
         ffi = cffi.FFI()
@@ -78,6 +81,6 @@ def load_kernel(lib_path: str | Path, func_name: str, args: Sequence[ArgSpec]) -
         _LOADED[key] = loaded
     ffi, lib = loaded
     try:
-        return Kernel(ffi, lib, func_name, args)
+        return Kernel(ffi, lib, func_name, args, sizes)
     except AttributeError as e:
         raise LoadError(f"{path} lacks a symbol the kernel needs: {e}") from None

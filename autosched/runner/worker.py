@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import numpy_dtype
+from ..expr import static_shape
 from .kernel import ArgSpec
 from .load import LoadError, load_kernel
 from .measure import MeasureErrorNo, MeasureOption
@@ -40,12 +41,12 @@ def fresh_output(spec: ArgSpec) -> np.ndarray:
     the smallest value for integers, the byte 0x4D for booleans."""
     dt = numpy_dtype(spec.dtype)
     if dt.kind == "f":
-        return np.full(spec.shape, np.nan, dtype=dt)
+        return np.full(static_shape(spec.shape), np.nan, dtype=dt)
     if dt.kind == "b":
-        out = np.zeros(spec.shape, dtype=dt)
+        out = np.zeros(static_shape(spec.shape), dtype=dt)
         out.view(np.uint8).fill(0x4D)
         return out
-    return np.full(spec.shape, np.iinfo(dt).min, dtype=dt)
+    return np.full(static_shape(spec.shape), np.iinfo(dt).min, dtype=dt)
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import ComputeOp, Expr, IterVar, Load, Reduce, Tensor, Var, rewrite
+from ..expr import ComputeOp, Expr, Extent, IterVar, Load, Reduce, Tensor, Var, rewrite
 from . import steps as st
 from .stage import (
     ANNOTATIONS,
@@ -226,7 +226,7 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
         reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs)
 
 
-def _copy_op(src: Tensor, name: str, shape: tuple[int, ...]) -> Tensor:
+def _copy_op(src: Tensor, name: str, shape: tuple[Extent, ...]) -> Tensor:
     axis = tuple(IterVar(Var(f"ax{d}"), n, "data") for d, n in enumerate(shape))
     return Tensor(ComputeOp(name, axis, Load(src, tuple(iv.var for iv in axis)), "cache"))
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, topo_order, walk
+from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, as_int, static_shape, topo_order, walk
 from ..schedule import Schedule, Stage, create_schedule, effective_readers
 from ..target import Target
 from .sketch import Sketch, StagePlan
@@ -108,7 +108,7 @@ def sample_annotation(
             fused = plan.rule != "tile"
             for _ in range(20):  # local tiles must stay small: resample a few times
                 tiles = {
-                    a: sample_factors(iv.extent, 3, rng, lanes if a == op.axis[-1].name else 1)
+                    a: sample_factors(as_int(iv.extent), 3, rng, lanes if a == op.axis[-1].name else 1)
                     for a, iv in zip(_spatial(op), op.axis, strict=True)
                 }
                 if not fused or local_tile(tiles) <= MAX_LOCAL_TILE:
@@ -116,7 +116,7 @@ def sample_annotation(
             else:
                 tiles = {a: [1, 1, 1] for a in _spatial(op)}
             tiles |= {
-                a: sample_factors(iv.extent, 1, rng)
+                a: sample_factors(as_int(iv.extent), 1, rng)
                 for a, iv in zip(_reduce(op), op.reduce_axis, strict=True)
             }
             ann.tiles[plan.stage] = tiles
@@ -159,7 +159,7 @@ def pack_candidates(op: ComputeOp, tiles: Mapping[str, Sequence[int]] | None) ->
             out.append(load.tensor.name)
             continue
         size = 1
-        for dim, index in zip(load.tensor.shape, load.indices, strict=True):
+        for dim, index in zip(static_shape(load.tensor.shape), load.indices, strict=True):
             names = {v.name for v in walk(index) if isinstance(v, Var)} & set(spatial)
             size *= min(dim, _product(_product(tiles[a]) for a in names)) if names else dim
         if size <= MAX_PANEL:
@@ -317,7 +317,7 @@ def _simple(s: Schedule, stage: Stage, ann: Annotation, key: str, target: Target
     lanes = target.vector_lanes(stage.op.dtype)
     vec = None
     if ann.vectorize.get(key) and not stage.op.reduce_axis and spatial and stage.op.axis[-1].extent > 1:
-        _, inner = stage.split(spatial[-1], min(lanes, stage.op.axis[-1].extent))
+        _, inner = stage.split(spatial[-1], min(lanes, as_int(stage.op.axis[-1].extent)))
         stage.vectorize(inner)
         vec = inner.name
     if stage.attach == ("root",):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..expr import ComputeOp
+from ..expr import ComputeOp, as_int
 from ..ops import Workload
 from ..schedule import Schedule
 from ..schedule.steps import Step
@@ -168,7 +168,7 @@ def sketch_knobs(
         if plan.rule in TILED:
             for iv in op.axis:
                 lanes = target.vector_lanes(op.dtype) if iv is op.axis[-1] else 1
-                knobs.append(GridKnob("tiles", name, tile_options(iv.extent, lanes), iv.name))
+                knobs.append(GridKnob("tiles", name, tile_options(as_int(iv.extent), lanes), iv.name))
             for iv in op.reduce_axis:
                 knobs.append(GridKnob("tiles", name, tuple((d,) for d in divisors(iv.extent)), iv.name))
             knobs.append(GridKnob("vectorize", name, (False, True)))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..expr import ComputeOp, Load, Reduce, Select, Tensor, Var, topo_order, walk
+from ..expr import ComputeOp, Load, Reduce, Select, Tensor, Var, as_int, static_shape, topo_order, walk
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +94,11 @@ def wants_rfactor(op: ComputeOp, cores: int) -> bool:
     if not isinstance(op.body, Reduce):
         return False
     spatial = 1
-    for n in op.shape:
+    for n in static_shape(op.shape):
         spatial *= n
     reduce = 1
     for iv in op.reduce_axis:
-        reduce *= iv.extent
+        reduce *= as_int(iv.extent)
     return spatial < 4 * cores and reduce >= 256
 
 

@@ -51,7 +51,7 @@ def topo_order(outputs: Sequence[Tensor]) -> list[Operation]:
 def op_to_str(op: Operation) -> str:
     """One line that defines an operation."""
     if isinstance(op, PlaceholderOp):
-        return f"{op.name} = placeholder({list(op.shape)}, {op.dtype})"
+        return f"{op.name} = placeholder([{', '.join(str(d) for d in op.shape)}], {op.dtype})"
     axes = ", ".join(f"{iv.name}:{iv.extent}" for iv in op.axis)
     return f"{op.name}[{axes}] = {to_str(op.body)}" + (f"  # tag={op.tag}" if op.tag else "")
 

@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # an annotation only: tensor.py builds on this module
     from .tensor import Tensor
 
 ExprLike = Union["_Ops", int, float, bool]
+#: a loop extent or a tensor dimension: a constant, or an integer expression of shape variables
+#: (``asc.var`` / ``asc.size_var``) whose value a built kernel takes from its arrays
+Extent = Union[int, "Expr"]
 
 
 class _Ops:
@@ -249,7 +252,7 @@ class IterVar(_Ops):
     """An iteration axis: a variable over ``[begin, begin + extent)``; kind "data" or "reduce"."""
 
     var: Var
-    extent: int
+    extent: Extent
     kind: str = "data"
     begin: int = 0
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dtypes import dtype as _dtype
-from .nodes import Expr, ExprLike, IterVar, Load, Reduce, Var, as_expr
+from .extent import check_extent, ext_sub, extent_vars, static
+from .nodes import Expr, ExprLike, Extent, IterVar, Load, Reduce, Var, as_expr
 from .traverse import walk
 
 
@@ -21,7 +22,7 @@ class PlaceholderOp:
     """An input tensor of the DAG."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[Extent, ...]
     dtype: str
 
     @property
@@ -52,7 +53,7 @@ class ComputeOp:
     attrs: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> tuple[Extent, ...]:
         return tuple(iv.extent for iv in self.axis)
 
     @property
@@ -89,7 +90,7 @@ class Tensor:
         return self.op.name
 
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> tuple[Extent, ...]:
         return self.op.shape
 
     @property
@@ -117,18 +118,35 @@ class Tensor:
         return isinstance(other, Tensor) and other.op is self.op
 
     def __repr__(self) -> str:
-        return f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype})"
+        shape = ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "")
+        return f"Tensor({self.name}, shape=({shape}), dtype={self.dtype})"
 
 
 # ---------------------------------------------------------------------------- constructors
 
 
-def reduce_axis(dom: int | tuple[int, int], name: str = "k") -> IterVar:
-    """A reduction axis over ``range(dom)`` or over ``[begin, end)`` when ``dom`` is a pair."""
-    begin, end = (0, dom) if isinstance(dom, int) else (int(dom[0]), int(dom[1]))
-    if end <= begin:
-        raise ValueError(f"reduce_axis {name!r}: empty range [{begin}, {end})")
-    return IterVar(Var(name), end - begin, "reduce", begin)
+def reduce_axis(dom: Extent | tuple[Extent, Extent], name: str = "k") -> IterVar:
+    """A reduction axis over ``range(dom)`` or over ``[begin, end)`` when ``dom`` is a pair.
+
+    ``dom`` may use shape variables (``reduce_axis(K)`` with ``K = asc.size_var("K")``); a pair
+    needs a constant begin.
+    """
+    if isinstance(dom, tuple):
+        begin, end = dom
+        if static(begin) is None:
+            raise ValueError(f"reduce_axis {name!r}: the range must begin at a constant, got {begin}")
+        begin = int(static(begin) or 0)
+    else:
+        begin, end = 0, dom
+    if isinstance(end, Expr) and static(end) is None:
+        extent = check_extent(ext_sub(end, begin) if begin else end, f"reduce_axis {name!r}")
+        return IterVar(Var(name), extent, "reduce", begin)
+    end_value = static(end) if not isinstance(end, int) else end
+    if not isinstance(end_value, int) or isinstance(end, bool):
+        raise ValueError(f"reduce_axis {name!r}: bad range end {end!r}")
+    if end_value <= begin:
+        raise ValueError(f"reduce_axis {name!r}: empty range [{begin}, {end_value})")
+    return IterVar(Var(name), end_value - begin, "reduce", begin)
 
 
 def _check_name(name: str) -> str:
@@ -137,22 +155,27 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _check_shape(shape: Iterable[int] | int, name: str) -> tuple[int, ...]:
-    shp = tuple(shape) if not isinstance(shape, int) else (shape,)
-    for s in shp:
-        if not isinstance(s, int) or isinstance(s, bool) or s <= 0:
-            raise ValueError(f"tensor {name!r}: shape entries must be positive ints, got {shp}")
-    return shp
+def _check_shape(shape: Iterable[Extent] | Extent, name: str) -> tuple[Extent, ...]:
+    shp = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    try:
+        return tuple(check_extent(s, f"tensor {name!r}") for s in shp)
+    except ValueError:
+        raise ValueError(
+            f"tensor {name!r}: shape entries must be positive ints or integer expressions "
+            f"of asc.var/asc.size_var, got {shp}"
+        ) from None
 
 
-def placeholder(shape: Iterable[int] | int, dtype: str = "float32", name: str = "placeholder") -> Tensor:
-    """An input tensor."""
+def placeholder(
+    shape: Iterable[Extent] | Extent, dtype: str = "float32", name: str = "placeholder"
+) -> Tensor:
+    """An input tensor; its shape may use shape variables (``asc.size_var``)."""
     name = _check_name(name)
     return Tensor(PlaceholderOp(name, _check_shape(shape, name), _dtype(dtype).name))
 
 
 def compute(
-    shape: Iterable[int] | int,
+    shape: Iterable[Extent] | Extent,
     fcompute: Callable[..., ExprLike],
     name: str = "compute",
     tag: str = "",
@@ -183,7 +206,19 @@ def compute(
     all_names = names + reduce_names
     if len(set(all_names)) != len(all_names):
         raise ValueError(f"compute {name!r}: axis names must be distinct, got {all_names}")
-    free = {v.name for v in walk(body) if isinstance(v, Var)} - set(all_names)
+    shape_vars = {v.name for v in extent_vars(list(shp))}
+    for node in walk(body):
+        if isinstance(node, Load):
+            shape_vars |= {v.name for v in extent_vars(list(node.tensor.shape))}
+    if isinstance(body, Reduce):
+        shape_vars |= {v.name for v in extent_vars([iv.extent for iv in body.axis])}
+    clash = sorted(shape_vars & set(all_names))
+    if clash:
+        raise ValueError(f"compute {name!r}: axis names {clash} are also shape variables; rename the axes")
+    free = {v.name for v in walk(body) if isinstance(v, Var)} - set(all_names) - shape_vars
     if free:
-        raise ValueError(f"compute {name!r}: body uses variables not bound by it: {sorted(free)}")
+        raise ValueError(
+            f"compute {name!r}: body uses variables not bound by it: {sorted(free)} (a shape "
+            "variable must appear in the shape of this tensor, of a tensor it reads or of a reduce axis)"
+        )
     return Tensor(ComputeOp(name, axis, body, tag, dict(attrs or {})))

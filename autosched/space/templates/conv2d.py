@@ -15,7 +15,7 @@ are knobs. Outer loops are fused into one parallel loop on multi-threaded target
 
 from __future__ import annotations
 
-from ...expr import Tensor
+from ...expr import Tensor, as_int, static_shape
 from ...schedule import Schedule, create_schedule
 from ...target import Target
 from ..knobs import AnnotateEntity, Config, ReorderEntity, SplitEntity
@@ -46,7 +46,7 @@ def _define_reduction(cfg: Config, channels: int) -> None:
 def conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
     """conv2d_nchw: (channels x columns) register tiles, vectorized along output rows."""
     conv = tensors[-1]
-    _, K, P, Q = conv.shape
+    _, K, P, Q = static_shape(conv.shape)
     rc, ry, rx = conv.op.reduce_axis
     lanes = lanes_of(target, conv.dtype)
     cfg.define_split(
@@ -61,7 +61,7 @@ def conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
         candidate=tile_candidates(Q, vector_tiles(Q, lanes), max_block=128),
     )
     cfg.define_reorder("reorder_acc", 4)
-    _define_reduction(cfg, rc.extent)
+    _define_reduction(cfg, as_int(rc.extent))
     tk, ty, tx = (knob(cfg, n, SplitEntity) for n in ("tile_k", "tile_y", "tile_x"))
 
     s = create_schedule(conv)
@@ -90,7 +90,7 @@ def conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
     body = tx.size[2] if elementwise else vector_chunks(tx.size[2], lanes)
     unroll_within(local, [(ak2, tk.size[2])], body)
     knob(cfg, "unroll_window", AnnotateEntity).apply(
-        s, local, [ary, arx], [ry.extent, rx.extent], UNROLL_LIMIT // (body * tk.size[2])
+        s, local, [ary, arx], [as_int(ry.extent), as_int(rx.extent)], UNROLL_LIMIT // (body * tk.size[2])
     )
     return s
 
@@ -99,7 +99,7 @@ def conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
 def conv2d_nhwc_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
     """conv2d_nhwc: (columns x channels) register tiles, vectorized along output channels."""
     conv = tensors[-1]
-    _, P, Q, K = conv.shape
+    _, P, Q, K = static_shape(conv.shape)
     ry, rx, rc = conv.op.reduce_axis
     lanes = lanes_of(target, conv.dtype)
     cfg.define_split("tile_y", P, 2, policy="candidate", candidate=tile_candidates(P, pow2_upto(8), levels=2))
@@ -115,7 +115,7 @@ def conv2d_nhwc_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
     )
     cfg.define_reorder("reorder_outer", 3)
     cfg.define_reorder("reorder_acc", 4)
-    _define_reduction(cfg, rc.extent)
+    _define_reduction(cfg, as_int(rc.extent))
     ty, tx, tk = (knob(cfg, n, SplitEntity) for n in ("tile_y", "tile_x", "tile_k"))
 
     s = create_schedule(conv)
@@ -145,6 +145,6 @@ def conv2d_nhwc_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
     body = vector_chunks(tk.size[2], lanes)
     unroll_within(local, [(ax2, tx.size[2])], body)
     knob(cfg, "unroll_window", AnnotateEntity).apply(
-        s, local, [ary, arx], [ry.extent, rx.extent], UNROLL_LIMIT // (body * tx.size[2])
+        s, local, [ary, arx], [as_int(ry.extent), as_int(rx.extent)], UNROLL_LIMIT // (body * tx.size[2])
     )
     return s

@@ -8,7 +8,7 @@ with the window loops around them (unrolled or not). The padding is computed onc
 
 from __future__ import annotations
 
-from ...expr import Tensor
+from ...expr import Tensor, as_int, static_shape
 from ...schedule import Schedule, create_schedule
 from ...target import Target
 from ..knobs import AnnotateEntity, Config, ReorderEntity, SplitEntity
@@ -32,7 +32,7 @@ from .registry import register_template
 def depthwise_conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
     """depthwise_conv2d_nchw: (rows x columns) register tiles per channel, vectorized along rows."""
     conv = tensors[-1]
-    _, C, P, Q = conv.shape
+    _, C, P, Q = static_shape(conv.shape)
     ry, rx = conv.op.reduce_axis
     lanes = lanes_of(target, conv.dtype)
     cfg.define_split(
@@ -76,6 +76,6 @@ def depthwise_conv2d_nchw_template(cfg: Config, tensors: list[Tensor], target: T
     body = tx.size[2] if elementwise else vector_chunks(tx.size[2], lanes)
     unroll_within(local, [(ay2, ty.size[2])], body)
     knob(cfg, "unroll_window", AnnotateEntity).apply(
-        s, local, [ary, arx], [ry.extent, rx.extent], UNROLL_LIMIT // (body * ty.size[2])
+        s, local, [ary, arx], [as_int(ry.extent), as_int(rx.extent)], UNROLL_LIMIT // (body * ty.size[2])
     )
     return s

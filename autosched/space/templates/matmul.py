@@ -18,7 +18,7 @@ Two kernels, picked from the DAG (is the right operand read with the reduction i
 from __future__ import annotations
 
 from ...dtypes import dtype as _dtype
-from ...expr import ComputeOp, IterVar, Load, Reduce, Tensor, walk
+from ...expr import ComputeOp, IterVar, Load, Reduce, Tensor, as_int, static_shape, walk
 from ...schedule import Schedule, Stage, create_schedule
 from ...target import Target
 from ..knobs import AnnotateEntity, Config, OtherEntity, ReorderEntity, SplitEntity
@@ -69,8 +69,8 @@ def broadcast_gemm(cfg: Config, s: Schedule, C: Tensor, B: Tensor, target: Targe
     With ``pack_b``, B's panel is copied once per column block (all of K) where that fits in
     :data:`LOCAL_BYTES`, else once per reduction block, else not at all.
     """
-    M, N = C.shape[-2:]
-    K = C.op.reduce_axis[0].extent
+    M, N = static_shape(C.shape[-2:])
+    K = as_int(C.op.reduce_axis[0].extent)
     lanes = lanes_of(target, C.dtype)
     cfg.define_split(
         "tile_i", M, 3, policy="candidate", candidate=tile_candidates(M, REGISTER_ROWS, max_block=128)
@@ -131,8 +131,8 @@ def _panel_level(cfg: Config, K: int, dtype: str) -> str | None:
 def dot_gemm(cfg: Config, s: Schedule, out: Tensor, R: Tensor, target: Target) -> Schedule:
     """The dot kernel for ``R[..., i, j] = sum_k A[..., i, k] * B[..., j, k]``, its tiles laid out
     on ``out`` (``R`` itself, or an elementwise consumer of ``R`` that ``R`` is computed in)."""
-    M, N = R.shape[-2:]
-    K = R.op.reduce_axis[0].extent
+    M, N = static_shape(R.shape[-2:])
+    K = as_int(R.op.reduce_axis[0].extent)
     lanes = lanes_of(target, R.dtype)
     cfg.define_split("tile_i", M, 3, policy="candidate", candidate=tile_candidates(M, DOT_ROWS, max_block=32))
     cfg.define_split("tile_j", N, 3, policy="candidate", candidate=tile_candidates(N, DOT_ROWS, max_block=32))
