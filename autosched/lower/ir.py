@@ -26,13 +26,25 @@ class Buffer:
     dtype: str
     scope: str = "global"
     is_arg: bool = False
+    strides: tuple[int, ...] | None = None  # padded row strides (storage_align); None: row-major
 
     @property
     def size(self) -> int:
+        if self.strides is not None and self.shape:
+            return self.shape[0] * self.strides[0]
         n = 1
         for s in self.shape:
             n *= s
         return n
+
+    def row_strides(self) -> tuple[int, ...]:
+        """The element stride of each dimension (row-major unless padded by storage_align)."""
+        if self.strides is not None:
+            return self.strides
+        out = [1] * len(self.shape)
+        for d in range(len(self.shape) - 2, -1, -1):
+            out[d] = out[d + 1] * self.shape[d + 1]
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
