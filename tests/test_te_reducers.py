@@ -145,3 +145,22 @@ def test_reducers_build_as_strict_c99(tmp_path: Path) -> None:
     s = asc.create_schedule([t0.op, M.op])
     s[t0].split(t0.op.axis[0], factor=4)
     compile_strict(s, [val, B, t0, t1, M], tmp_path)
+
+
+@pytest.mark.parametrize("n", [16, 19])
+def test_tuple_reduction_with_vectorized_and_parallel_data_loops(n: int) -> None:
+    m, K = 6, 5
+    V = asc.placeholder((m, K, n), name="V")
+    k = asc.reduce_axis((0, K), "k")
+    t0, t1 = asc.compute((m, n), lambda i, j: _argmax()((k, V[i, k, j]), axis=k), name="T")
+    s = asc.create_schedule(t0.op)
+    i, j = t0.op.axis
+    jo, ji = s[t0].split(j, factor=8)
+    s[t0].reorder(i, jo, k, ji)
+    s[t0].vectorize(ji)
+    s[t0].parallel(i)
+    v = np.random.default_rng(n).integers(0, 3, (m, K, n)).astype(np.float32)
+    o0, o1 = np.zeros((m, n), np.int32), np.zeros((m, n), np.float32)
+    asc.build(s, [V, t0, t1])(v, o0, o1)
+    np.testing.assert_array_equal(o0, v.argmax(1))
+    np.testing.assert_array_equal(o1, v.max(1))
