@@ -17,8 +17,16 @@ from .target import Target
 TargetLike = str | Target
 
 
-def lower(sched: Schedule, args: Sequence[Tensor | Operation], name: str = "default_function") -> PrimFunc:
-    """The loop-nest IR of ``sched`` over ``args`` (inputs, then outputs); print it to read it."""
+def lower(
+    sched: Schedule,
+    args: Sequence[Tensor | Operation],
+    name: str = "default_function",
+    simple_mode: bool = True,
+) -> PrimFunc:
+    """The loop-nest IR of ``sched`` over ``args`` (inputs, then outputs); print it to read it.
+
+    ``simple_mode`` is accepted for te's signature: the IR always prints in its one, simple form.
+    """
     return _lower(sched, as_tensors(list(args)), name)
 
 
@@ -41,7 +49,7 @@ def emit(
 
 def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
     """Argument descriptions for the kernel: every computed (non-placeholder) tensor is written."""
-    return [ArgSpec(t.name, tuple(t.shape), t.dtype, not sched[t.name].is_placeholder) for t in args]
+    return [ArgSpec(t.name, tuple(t.shape), t.dtype, not sched[t].is_placeholder) for t in args]
 
 
 def build(

@@ -65,12 +65,30 @@ from .te.nodes import (
     logic,
     to_str,
 )
-from .te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, compute, placeholder, reduce_axis
+from .te.reducers import CommReducer, Reducer, comm_reducer, max_value, min_value
+from .te.scan import scan
+from .te.tensor import (
+    ComputeOp,
+    Operation,
+    PlaceholderOp,
+    ScanOp,
+    Tensor,
+    compute,
+    placeholder,
+    reduce_axis,
+)
 from .te.traverse import children, rewrite, substitute, walk
 
 __all__ = [
     "BINARY_OPS",
     "COMPARE_OPS",
+    "CommReducer",
+    "Reducer",
+    "ScanOp",
+    "comm_reducer",
+    "max_value",
+    "min_value",
+    "scan",
     "INFIX",
     "MATH_FUNCS",
     "REDUCERS",

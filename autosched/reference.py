@@ -37,6 +37,7 @@ from .expr import (
     Not,
     PlaceholderOp,
     Reduce,
+    ScanOp,
     Select,
     Tensor,
     Var,
@@ -80,6 +81,11 @@ def evaluate(
         for op in ops:
             if isinstance(op, PlaceholderOp):
                 env[op.name] = _input_array(op, given[op.name])
+            elif isinstance(op, ScanOp) or op.num_outputs != 1:
+                raise NotImplementedError(
+                    f"the numpy reference does not evaluate {op.name!r} (a scan or a tuple compute); "
+                    "check such a workload against your own numpy code"
+                )
             else:
                 env[op.name] = _evaluate_stage(op, env, max(1, int(budget)))
     return {t.name: env[t.name] for t in outs}
@@ -144,6 +150,8 @@ def _evaluate_stage(op: ComputeOp, env: dict[str, np.ndarray], budget: int) -> n
         return out
     rext = tuple(as_int(iv.extent) for iv in body.axis)
     rsize = math.prod(rext)
+    if not isinstance(body.combiner, str):
+        raise NotImplementedError(f"the numpy reference does not evaluate the comm_reducer of {op.name!r}")
     ufunc, identity, acc_dtype = _reducer(body.combiner, numpy_dtype(body.dtype))
     for sbox in _boxes(shape, max(1, budget // rsize)):
         acc: np.ndarray | None = None

@@ -105,6 +105,8 @@ def test_every_step_kind_roundtrips() -> None:
         S.PragmaStep("C", "i", "auto_unroll_max_step", 16), S.ComputeAtStep("B.local", "C", "j"),
         S.ComputeInlineStep("pad"), S.ComputeRootStep("pad"), S.CacheWriteStep("C", "local"),
         S.CacheReadStep("B", "local", ("C", "D")), S.RfactorStep("C", "k.inner", 1),
+        S.StorePredicateStep("C", '["cmp", "lt", ["var", "i", "int32"], ["const", 2, "int32"]]'),
+        S.StorageAlignStep("B", "i", 16, 1),
     ]
     assert {type(e).kind for e in examples} == set(asc.Step.registry)
     for e in examples:

@@ -7,12 +7,12 @@ barriers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..expr import Expr, Extent, Var, to_str
+from ..expr import BinOp, Expr, Extent, Var, as_expr, to_str
 from ..te.extent import ext_mul
-from .simplify import loop_end
+from .simplify import loop_end, simplify
 
 # "unrolled" loops are expanded by lowering; "unroll_hint" loops are left to the C compiler's
 # unroller (``#pragma GCC unroll``), which keeps big auto-unrolled nests cheap to lower
@@ -28,14 +28,35 @@ class Buffer:
     dtype: str
     scope: str = "global"
     is_arg: bool = False
+    strides: tuple[int, ...] | None = None  # padded row strides (storage_align); None: row-major
 
     @property
     def size(self) -> Extent:
-        """Elements: an int, or an expression of shape variables."""
+        """Elements: an int, or an expression of shape variables (rows padded by storage_align:
+        the first dimension times its stride)."""
+        if self.strides is not None and self.shape:
+            return ext_mul(self.shape[0], self.strides[0])
         n: Extent = 1
         for s in self.shape:
             n = ext_mul(n, s) if n != 1 else s
         return n
+
+    def row_strides(self) -> tuple[Extent, ...]:
+        """The element stride of each dimension (row-major unless padded by storage_align;
+        expressions where the shape is symbolic)."""
+        return self.strides if self.strides is not None else tuple(strides(self.shape))
+
+
+def strides(shape: Sequence[Extent]) -> list[Extent]:
+    """Row-major strides of ``shape`` (expressions where the shape is symbolic)."""
+    out: list[Extent] = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        a, b = out[d + 1], shape[d + 1]
+        if isinstance(a, int) and isinstance(b, int):
+            out[d] = a * b
+        else:
+            out[d] = simplify(BinOp("mul", as_expr(a), as_expr(b), "int32")) if a != 1 else b
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,9 @@ from ..expr import (
     Extent,
     Load,
     Reduce,
+    ScanOp,
     Tensor,
     Var,
-    as_expr,
     compare,
     dag_shape_vars,
     rewrite,
@@ -24,13 +24,12 @@ from ..expr import (
     walk,
 )
 from ..schedule import Schedule, ScheduleError, Stage
-from ..schedule.transform import identity_value
 from .bounds import infer_region
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
+from .reduction import aligned_strides, outputs_of, reduce_identity, reduce_update
+from .scan import lower_scan
 from .simplify import FALSE, INF, TRUE, Ranges, combine, conjoin, simplify, span
-
-COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +39,7 @@ class StageContext:
     nest: LoopNest
     bases: list[Expr]
     region: list[Extent]
-    body: Expr
+    bodies: tuple[Expr, ...]  # one per output
     preds: list[Expr]
 
 
@@ -60,13 +59,10 @@ class Lowerer:
         if len(set(names)) != len(names):
             raise ValueError(f"argument names repeat: {names}")
         for t in args:
-            if t.name not in sched.stages:
+            stage = sched.stages.get(t.op.name)
+            if stage is None or t.value_index >= stage.op.num_outputs:
                 raise ValueError(f"argument {t.name!r} is not a tensor of this schedule")
-            stage = sched.stages[t.name]
-            if stage.attach != ("root",):
-                raise ScheduleError(
-                    f"argument {t.name} is {stage.attach[0]}-scheduled; arguments must be root stages"
-                )
+            # an intermediate (computed at a loop, or inlined) in the arguments is written there too
             self.buffers[t.name] = Buffer(t.name, tuple(t.shape), t.dtype, "global", is_arg=True)
             self.bases[t.name] = [Const(0)] * len(t.shape)
         self.args = tuple(self.buffers[n] for n in names)
@@ -80,8 +76,9 @@ class Lowerer:
         for v in self.sizes:
             self.ranges[v] = (0, INF)
         for out in sched.outputs:
-            if out not in self.buffers:
-                raise ValueError(f"output {out!r} must be among the arguments")
+            missing = [t.name for t in outputs_of(sched.stages[out]) if t.name not in self.buffers]
+            if missing:
+                raise ValueError(f"output {missing[0]!r} must be among the arguments")
 
     def run(self) -> PrimFunc:
         body: list[Stmt] = []
@@ -90,17 +87,38 @@ class Lowerer:
                 if stage.name not in self.buffers and self.readers(stage.name):
                     raise ValueError(f"input {stage.name!r} is read but not among the arguments")
                 continue
-            if stage.attach != ("root",):
+            outs = outputs_of(stage)
+            is_arg = any(t.name in self.buffers for t in outs)
+            if stage.attach != ("root",) and not (stage.attach == ("inline",) and is_arg):
                 continue
-            if stage.name not in self.buffers:
+            if not is_arg:
                 if not self._read_anywhere(stage.name):
                     continue
-                buf = Buffer(stage.name, stage.op.shape, stage.op.dtype, "global")
-                self.buffers[stage.name] = buf
-                self.bases[stage.name] = [Const(0)] * len(buf.shape)
-                body.append(Allocate(buf))
-            body.append(self.lower_stage(stage))
+                for t in outs:
+                    buf = self.allocate(stage, t, tuple(t.shape), "global")
+                    self.bases[t.name] = [Const(0)] * len(buf.shape)
+                    body.append(Allocate(buf))
+            if isinstance(stage.op, ScanOp):
+                body.append(lower_scan(self, stage.op))
+            else:
+                body.append(self.lower_stage(stage))
         return PrimFunc(self.name, self.args, seq(body), self.sizes)
+
+    def allocate(self, stage: Stage, t: Tensor, shape: tuple[Extent, ...], scope: str) -> Buffer:
+        """A new buffer for output ``t`` of ``stage``, with the row strides storage_align asks for."""
+        buf = Buffer(t.name, shape, t.dtype, scope)
+        if stage.aligns and isinstance(stage.op, ComputeOp):
+            fixed = [d for d in shape if isinstance(d, int)]
+            if len(fixed) != len(shape):
+                raise ValueError(
+                    f"storage_align of {t.name!r}: its buffer has a symbolic shape {shape}; "
+                    "storage_align pads fixed-size buffers only"
+                )
+            names = [iv.name for iv in stage.op.axis]
+            aligns = {names.index(a): fo for a, fo in stage.aligns.items()}
+            buf = replace(buf, strides=aligned_strides(fixed, aligns))
+        self.buffers[t.name] = buf
+        return buf
 
     def _read_anywhere(self, name: str) -> bool:
         return any(r.attach != ("inline",) or self._read_anywhere(r.name) for r in self.readers(name))
@@ -111,9 +129,9 @@ class Lowerer:
         if self._readers is None:
             self._readers = {}
             for stage in self.s.stages.values():
-                if isinstance(stage.op, ComputeOp):
-                    for t in stage.op.input_tensors:
-                        self._readers.setdefault(t.name, []).append(stage)
+                if not stage.is_placeholder:
+                    for op_name in dict.fromkeys(t.op.name for t in stage.op.input_tensors):
+                        self._readers.setdefault(op_name, []).append(stage)
         return self._readers.get(name, [])
 
     def effective_readers(self, name: str) -> list[Stage]:
@@ -126,28 +144,33 @@ class Lowerer:
         return out
 
     # -- expressions
-    def body_of(self, stage: Stage) -> Expr:
-        """The stage's expression with every inlined producer substituted."""
-        cached = self._bodies.get(stage.name)
+    def body_of(self, stage: Stage, index: int = 0) -> Expr:
+        """Output ``index``'s expression with every inlined producer substituted."""
+        key = f"{stage.name}#{index}"
+        cached = self._bodies.get(key)
         if cached is not None:
             return cached
         op = stage.op
         assert isinstance(op, ComputeOp)
+        body = self.inline(op.bodies[index])
+        self._bodies[key] = body
+        return body
 
-        def inline(e: Expr) -> Expr | None:
-            if isinstance(e, Load):
-                prod = self.s.stages[e.tensor.name]
-                if prod.attach == ("inline",):
+    def inline(self, e: Expr) -> Expr:
+        """``e`` with the reads of inlined stages replaced by their expressions."""
+
+        def fn(n: Expr) -> Expr | None:
+            if isinstance(n, Load):
+                prod = self.s.stages.get(n.tensor.op.name)  # a scan's state is no stage
+                if prod is not None and prod.attach == ("inline",):
                     pop = prod.op
                     assert isinstance(pop, ComputeOp)
-                    idx = [rewrite(i, inline) for i in e.indices]
+                    idx = [rewrite(i, fn) for i in n.indices]
                     mapping = {iv.var: i for iv, i in zip(pop.axis, idx, strict=True)}
-                    return substitute(self.body_of(prod), mapping)
+                    return substitute(self.body_of(prod, n.tensor.value_index), mapping)
             return None
 
-        body = rewrite(op.body, inline)
-        self._bodies[stage.name] = body
-        return body
+        return rewrite(e, fn)
 
     def to_buffers(self, e: Expr) -> Expr:
         """Replace tensor loads by flat buffer loads relative to each buffer's region."""
@@ -160,22 +183,23 @@ class Lowerer:
                 buf = self.buffers[name]
                 idx = [rewrite(i, fn) for i in n.indices]
                 local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name], strict=True)]
-                return BufLoad(buf, self.flatten(local, buf.shape))
+                return BufLoad(buf, self.flatten(local, buf))
             return None
 
         return rewrite(e, fn)
 
-    def flatten(self, idx: Sequence[Expr], shape: Sequence[Extent]) -> Expr:
-        """The row-major flat index of ``idx``, simplified (symbolic strides multiply)."""
+    def flatten(self, idx: Sequence[Expr], buf: Buffer) -> Expr:
+        """The flat index of ``idx`` in ``buf`` (row-major, or its padded strides), simplified;
+        symbolic strides multiply."""
         parts = [
             (i, st) if isinstance(st, int) else (BinOp("mul", i, st, "int32"), 1)
-            for i, st in zip(idx, strides(shape), strict=True)
+            for i, st in zip(idx, buf.row_strides(), strict=True)
         ]
         return combine(parts, self.ranges)
 
     # -- stages
     def context(self, stage: Stage) -> StageContext:
-        """The stage's region, loops and expression in loop variables (memoized)."""
+        """The stage's region, loops and expressions in loop variables (memoized)."""
         ctx = self._contexts.get(stage.name)
         if ctx is not None:
             return ctx
@@ -201,7 +225,16 @@ class Lowerer:
             sub[iv.var] = (
                 simplify(nest.values[iv.name] + iv.begin, self.ranges) if iv.begin else nest.values[iv.name]
             )
-        ctx = StageContext(nest, bases, region, substitute(self.body_of(stage), sub), preds)
+        if stage.store_predicate is not None:
+            by_name: dict[Var, Expr] = {Var(v.name): e for v, e in sub.items()}
+            by_name |= {Var(lf.name): lf.var for lf in nest.leaves}
+            used = {v.name for v in walk(stage.store_predicate) if isinstance(v, Var)}
+            lost = sorted(used - {v.name for v in by_name})
+            if lost:
+                raise ScheduleError(f"the store predicate of {stage.name} uses {lost}: no longer loops")
+            preds.append(substitute(stage.store_predicate, by_name))
+        bodies = tuple(substitute(self.body_of(stage, i), sub) for i in range(op.num_outputs))
+        ctx = StageContext(nest, bases, region, bodies, preds)
         self._contexts[stage.name] = ctx
         return ctx
 
@@ -210,7 +243,7 @@ class Lowerer:
         consumer (each must run inside that loop)."""
         _, parent_name, leaf = stage.attach
         free: dict[Var, Extent] = {}
-        bodies = []
+        bodies: list[Expr] = []
         for reader in self.effective_readers(stage.name):
             chain = [reader]
             while chain[-1].name != parent_name:
@@ -222,51 +255,63 @@ class Lowerer:
                 chain.append(self.s.stages[chain[-1].attach[1]])
             for inner in chain[:-1]:
                 free |= {lf.var: lf.extent for lf in self.context(inner).nest.leaves}
-            bodies.append(self.context(reader).body)
+            bodies.extend(self.context(reader).bodies)
         parent_nest = self.context(self.s.stages[parent_name]).nest
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
         free |= {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
         return infer_region(stage.op, bodies, free, self.ranges)
 
+    def store_index(self, stage: Stage, ctx: StageContext, name: str) -> Expr:
+        """Where one point of the stage's loops goes in the buffer of output ``name``: relative to
+        the computed region, or absolute in an argument's whole buffer."""
+        op = stage.op
+        assert isinstance(op, ComputeOp)
+        values = [ctx.nest.values[iv.name] for iv in op.axis]
+        if self.bases[name] is not ctx.bases and any(b != Const(0) for b in ctx.bases):
+            pairs = zip(ctx.bases, values, strict=True)
+            values = [simplify(BinOp("add", b, v, "int32"), self.ranges) for b, v in pairs]
+        return self.flatten(values, self.buffers[name])
+
     def lower_stage(self, stage: Stage) -> Stmt:
         ctx = self.context(stage)
-        nest, body = ctx.nest, ctx.body
+        nest = ctx.nest
         extras: dict[int, list[Stmt]] = {}
         for p, leaf in enumerate(nest.leaves):
             for child in self.s.stages.values():
                 if child.attach == ("at", stage.name, leaf.name):
                     extras.setdefault(p, []).extend(self.lower_child(child))
-        op = stage.op
-        assert isinstance(op, ComputeOp)
-        own = self.buffers[stage.name]
-        index = self.flatten([nest.values[iv.name] for iv in op.axis], own.shape)
-        if isinstance(body, Reduce):
-            return self.lower_reduction(body, nest, own, index, list(ctx.preds), extras)
-        store = Store(own, index, self.to_buffers(body))
-        return self.build(nest.leaves, store, extras, self.place(list(ctx.preds), nest.leaves))
+        outs = [t.name for t in outputs_of(stage)]
+        targets = [(self.buffers[n], self.store_index(stage, ctx, n)) for n in outs]
+        first = ctx.bodies[0]
+        if isinstance(first, Reduce):
+            return self.lower_reduction(stage, first, nest, targets, list(ctx.preds), extras)
+        stores = seq(Store(b, i, self.to_buffers(v)) for (b, i), v in zip(targets, ctx.bodies, strict=True))
+        return self.build(nest.leaves, stores, extras, self.place(list(ctx.preds), nest.leaves))
 
     def lower_child(self, child: Stage) -> list[Stmt]:
         ctx = self.context(child)
         scope = child.scope if child.scope != "global" else "local"
-        buf = Buffer(child.name, tuple(ctx.region), child.op.dtype, scope)
-        self.buffers[child.name] = buf
-        self.bases[child.name] = ctx.bases
-        return [Allocate(buf), self.lower_stage(child)]
+        out: list[Stmt] = []
+        for t in outputs_of(child):
+            if t.name in self.buffers and self.buffers[t.name].is_arg:
+                continue  # an intermediate in the arguments: computed here into the whole buffer
+            out.append(Allocate(self.allocate(child, t, tuple(ctx.region), scope)))
+            self.bases[t.name] = ctx.bases
+        return [*out, self.lower_stage(child)]
 
     def lower_reduction(
         self,
+        stage: Stage,
         body: Reduce,
         nest: LoopNest,
-        own: Buffer,
-        index: Expr,
+        targets: list[tuple[Buffer, Expr]],
         preds: list[Expr],
         extras: dict[int, list[Stmt]],
     ) -> Stmt:
         leaves = nest.leaves
         r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
-        acc = BufLoad(own, index)
-        update_value = BinOp(COMBINE[body.combiner], acc, self.to_buffers(body.source), own.dtype)
-        update: Stmt = Store(own, index, update_value)
+        sources = [self.to_buffers(x) for x in body.all_sources]
+        update = reduce_update(stage.name, body.combiner, targets, sources)
         if body.where is not None:  # guards the update only: the init must run everywhere
             update = IfThenElse(simplify(self.to_buffers(body.where), self.ranges), update)
         placed = self.place(preds, leaves)
@@ -288,12 +333,12 @@ class Lowerer:
                         for v in walk(c)
                     ):
                         init_preds.append(substitute(c, dict(rename)))
-        init_store = Store(
-            own,
-            simplify(substitute(index, dict(rename)), self.ranges),
-            identity_value(body.combiner, own.dtype),
+        identities = reduce_identity(body.combiner, [b.dtype for b, _ in targets])
+        init_stores = seq(
+            Store(b, simplify(substitute(i, dict(rename)), self.ranges), v)
+            for (b, i), v in zip(targets, identities, strict=True)
         )
-        init = self.build(init_leaves, init_store, {}, self.place(init_preds, init_leaves))
+        init = self.build(init_leaves, init_stores, {}, self.place(init_preds, init_leaves))
         extras.setdefault(r0 - 1, []).append(init)
         return self.build(leaves, update, extras, placed)
 
@@ -334,18 +379,6 @@ class Lowerer:
                 continue
             stmt = For(lf.var, 0, lf.extent, lf.loop_kind, body, lf.thread, lf.auto_unroll)
         return stmt
-
-
-def strides(shape: Sequence[Extent]) -> list[Extent]:
-    """Row-major strides of ``shape`` (expressions where the shape is symbolic)."""
-    out: list[Extent] = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        a, b = out[d + 1], shape[d + 1]
-        if isinstance(a, int) and isinstance(b, int):
-            out[d] = a * b
-        else:
-            out[d] = simplify(BinOp("mul", as_expr(a), as_expr(b), "int32")) if a != 1 else b
-    return out
 
 
 def same_extent(a: Extent, b: Extent) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import ComputeOp, Expr, Extent, IterVar, Load, Reduce, Tensor, Var, rewrite
+from ..expr import ComputeOp, Expr, Extent, IterVar, Load, Reduce, ScanOp, Tensor, Var, rewrite
 from . import steps as st
 from .stage import (
     ANNOTATIONS,
@@ -23,6 +23,7 @@ from .stage import (
     Stage,
     thread_axis,
 )
+from .storage import HANDLERS as STORAGE_HANDLERS
 from .transform import make_cache_op, make_rfactor_ops
 
 
@@ -35,9 +36,24 @@ def _leaf(stage: Stage, axis: str) -> int:
 
 
 def _compute_only(stage: Stage) -> ComputeOp:
+    if isinstance(stage.op, ScanOp):
+        raise ScheduleError(
+            f"{stage.name} is a scan; on CPU it keeps its loop nest (a sequential loop over its first "
+            "axis), so schedule the stages it reads instead"
+        )
     if not isinstance(stage.op, ComputeOp):
         raise ScheduleError(f"{stage.name} is a placeholder; it has no loops to schedule")
     return stage.op
+
+
+def _one_output(stage: Stage, what: str) -> ComputeOp:
+    op = _compute_only(stage)
+    if op.num_outputs != 1:
+        raise ScheduleError(
+            f"{what} of a tuple compute ({op.num_outputs} outputs) is not supported; compute_at, "
+            "compute_root and the loop primitives are"
+        )
+    return op
 
 
 def _split(s: ScheduleLike, stage: Stage, step: st.SplitStep) -> None:
@@ -169,7 +185,7 @@ def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
 
 
 def _compute_inline(s: ScheduleLike, stage: Stage, step: st.ComputeInlineStep) -> None:
-    op = _compute_only(stage)
+    op = _one_output(stage, "compute_inline")
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be inlined")
     if isinstance(op.body, Reduce):
@@ -185,7 +201,7 @@ def _compute_root(s: ScheduleLike, stage: Stage, step: st.ComputeRootStep) -> No
 
 
 def _cache_write(s: ScheduleLike, stage: Stage, step: st.CacheWriteStep) -> None:
-    op = _compute_only(stage)
+    op = _one_output(stage, "cache_write")
     if step.scope not in SCOPES:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if stage.relations or stage.annotations:
@@ -202,12 +218,14 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if not step.readers:
         raise ScheduleError("give at least one reader")
+    if stage.op.num_outputs != 1 or isinstance(stage.op, ScanOp):
+        raise ScheduleError("cache_read of a tuple compute or a scan is not supported")
     readers = []
     for r in step.readers:
         reader = s.stages.get(r)
         if reader is None or not isinstance(reader.op, ComputeOp):
             raise ScheduleError(f"reader {r!r} is not a compute stage of this schedule")
-        if not any(t.name == stage.name for t in reader.op.input_tensors):
+        if not any(t.op.name == stage.name for t in reader.op.input_tensors):
             raise ScheduleError(f"stage {r} does not read {stage.name}")
         readers.append(reader)
     shape = stage.op.shape
@@ -223,7 +241,8 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
                 return Load(dst, tuple(rewrite(i, swap) for i in e.indices))
             return None
 
-        reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs)
+        others = tuple(rewrite(b, swap) for b in old.others)
+        reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs, others)
 
 
 def _copy_op(src: Tensor, name: str, shape: tuple[Extent, ...]) -> Tensor:
@@ -232,7 +251,9 @@ def _copy_op(src: Tensor, name: str, shape: tuple[Extent, ...]) -> Tensor:
 
 
 def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:
-    op = _compute_only(stage)
+    op = _one_output(stage, "rfactor")
+    if isinstance(op.body, Reduce) and not isinstance(op.body.combiner, str):
+        raise ScheduleError("rfactor of a comm_reducer reduction is not supported; only sum, max and min")
     if stage.kinds.get(step.axis) != "reduce":
         raise ScheduleError(f"{step.axis!r} is not a reduction axis of {stage.name}")
     _leaf(stage, step.axis)
@@ -269,3 +290,4 @@ HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {
     st.CacheReadStep: _cache_read,
     st.RfactorStep: _rfactor,
 }
+HANDLERS.update(STORAGE_HANDLERS)

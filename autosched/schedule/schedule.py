@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 
-from ..expr import ComputeOp, IterVar, Operation, Tensor, as_tensors, topo_order
+from ..expr import IterVar, Operation, Tensor, as_tensors, topo_order
 from . import steps as st
+from .group import StageGroup, group_members
 from .primitives import HANDLERS
 from .stage import ScheduleError, Stage, axis_name
 
@@ -22,7 +23,7 @@ class Schedule:
     """A DAG of operations and the steps applied to it; ``s[T]`` gives a tensor's stage."""
 
     def __init__(self, outputs: Sequence[Tensor]) -> None:
-        self.outputs: tuple[str, ...] = tuple(t.name for t in outputs)
+        self.outputs: tuple[str, ...] = tuple(dict.fromkeys(t.op.name for t in outputs))
         self.source_outputs = tuple(outputs)
         self.stages: dict[str, Stage] = {}
         for op in topo_order(outputs):
@@ -32,7 +33,7 @@ class Schedule:
         self.steps: list[st.Step] = []
 
     def __getitem__(self, t: Tensor | Operation | str) -> Stage:
-        name = t if isinstance(t, str) else t.name
+        name = t if isinstance(t, str) else t.op.name if isinstance(t, Tensor) else t.name
         try:
             return self.stages[name]
         except KeyError:
@@ -41,19 +42,33 @@ class Schedule:
     # -- schedule-level primitives
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a new ``<name>.<scope>`` stage; ``tensor`` then copies from it."""
-        self.apply(st.CacheWriteStep(tensor.name, scope))
-        return self.stages[f"{tensor.name}.{scope}"].op.output(0)
+        self.apply(st.CacheWriteStep(tensor.op.name, scope))
+        return self.stages[f"{tensor.op.name}.{scope}"].op.output(0)
 
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
         """Copy ``tensor`` into a new ``<name>.<scope>`` stage that ``readers`` read instead."""
-        names = tuple(r.name for r in readers)
-        self.apply(st.CacheReadStep(tensor.name, scope, names))
-        return self.stages[f"{tensor.name}.{scope}"].op.output(0)
+        names = tuple(r.op.name if isinstance(r, Tensor) else r.name for r in readers)
+        self.apply(st.CacheReadStep(tensor.op.name, scope, names))
+        return self.stages[f"{tensor.op.name}.{scope}"].op.output(0)
 
     def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Tensor:
         """Turn reduce loop ``axis`` into a data axis of a new ``<name>.rf`` stage of partial results."""
-        self.apply(st.RfactorStep(tensor.name, axis_name(axis), int(factor_axis)))
-        return self.stages[f"{tensor.name}.rf"].op.output(0)
+        self.apply(st.RfactorStep(tensor.op.name, axis_name(axis), int(factor_axis)))
+        return self.stages[f"{tensor.op.name}.rf"].op.output(0)
+
+    def normalize(self) -> Schedule:
+        """te's normalize (loops start at 0): autosched's loops always do, so this changes nothing."""
+        return self
+
+    def create_group(
+        self,
+        outputs: Tensor | Operation | Sequence[Tensor | Operation],
+        inputs: Tensor | Operation | Sequence[Tensor | Operation] | None = None,
+        include_inputs: bool = False,
+    ) -> StageGroup:
+        """The stages from ``inputs`` (excluded unless ``include_inputs``) to ``outputs``, to attach
+        together (``g.compute_at(s[D], x)``); each member records its own step."""
+        return StageGroup(self, group_members(self, outputs, inputs, include_inputs))
 
     # -- replay
     @classmethod
@@ -115,7 +130,7 @@ class Schedule:
         return [
             s
             for s in self.stages.values()
-            if isinstance(s.op, ComputeOp) and any(t.name == name for t in s.op.input_tensors)
+            if not s.is_placeholder and any(t.op.name == name for t in s.op.input_tensors)
         ]
 
 

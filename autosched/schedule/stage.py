@@ -9,11 +9,13 @@ they accept, and :class:`ScheduleError`. It knows its schedule only through :cla
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..expr import ComputeOp, IterVar, Operation, PlaceholderOp, Var
+from ..expr import ComputeOp, Expr, IterVar, Operation, PlaceholderOp, Var, as_expr
+from ..te.serial import expr_to_json
 from . import steps as st
 
 ANNOTATIONS = ("vectorize", "unroll", "parallel")
@@ -81,6 +83,8 @@ class Stage:
     pragmas: dict[str, dict[str, int]] = field(default_factory=dict)
     attach: tuple[str, ...] = ("root",)  # ("root",) | ("inline",) | ("at", stage, axis)
     scope: str = "global"
+    store_predicate: Expr | None = None  # set_store_predicate: stores happen where it holds
+    aligns: dict[str, tuple[int, int]] = field(default_factory=dict)  # storage_align: axis -> (factor, off)
 
     @property
     def name(self) -> str:
@@ -102,6 +106,8 @@ class Stage:
             pragmas,
             self.attach,
             self.scope,
+            self.store_predicate,
+            dict(self.aligns),
         )
 
     def restore(self, state: tuple) -> None:
@@ -115,6 +121,8 @@ class Stage:
             self.pragmas,
             self.attach,
             self.scope,
+            self.store_predicate,
+            self.aligns,
         ) = state
 
     def reset(self, op: Operation) -> None:
@@ -171,8 +179,23 @@ class Stage:
         self.schedule.apply(st.AnnotateStep(self.name, axis_name(axis), "parallel"))
 
     def bind(self, axis: IterVar | str, thread: IterVar | str) -> None:
-        """Bind a loop to a GPU thread axis (``thread_axis("threadIdx.x")``)."""
-        self.schedule.apply(st.BindStep(self.name, axis_name(axis), axis_name(thread)))
+        """Bind a loop to a GPU thread axis (``thread_axis("threadIdx.x")``); CPU builds reject it
+        (GPU targets come with the CUDA backend)."""
+        tag = thread.tag if isinstance(thread, ThreadAxis) else axis_name(thread)
+        self.schedule.apply(st.BindStep(self.name, axis_name(axis), tag))
+
+    def set_store_predicate(self, predicate: Expr) -> None:
+        """Store this stage's values only where ``predicate`` (over its axes and loops) holds."""
+        try:
+            text = json.dumps(expr_to_json(as_expr(predicate)))
+        except ValueError as err:
+            raise ScheduleError(f"set_store_predicate on stage {self.name}: {err}") from None
+        self.schedule.apply(st.StorePredicateStep(self.name, text))
+
+    def storage_align(self, axis: IterVar | str, factor: int, offset: int) -> None:
+        """Pad the row stride of root axis ``axis`` in this stage's allocated buffer to
+        ``k * factor + offset`` elements (an argument's buffer keeps the caller's layout)."""
+        self.schedule.apply(st.StorageAlignStep(self.name, axis_name(axis), int(factor), int(offset)))
 
     def pragma(self, axis: IterVar | str, key: str, value: int) -> None:
         """Attach a pragma; ``auto_unroll_max_step`` unrolls inner loops up to that many iterations."""
@@ -210,8 +233,29 @@ def axis_name(axis: IterVar | Var | str) -> str:
     raise TypeError(f"expected an axis (IterVar or name), got {type(axis).__name__}")
 
 
-def thread_axis(tag: str) -> str:
-    """A GPU thread axis tag for ``bind`` (``blockIdx.x``, ``threadIdx.y``, ``vthread``, ...)."""
+@dataclass(frozen=True, slots=True)
+class ThreadAxis(IterVar):
+    """A GPU thread axis (what ``thread_axis`` returns): an IterVar with its thread ``tag``."""
+
+    tag: str = ""
+
+
+def thread_axis(
+    dom: int | tuple[int, int] | str | None = None, tag: str = "", name: str = ""
+) -> ThreadAxis:
+    """A GPU thread axis for ``bind``, as te's: ``thread_axis("threadIdx.x")`` or
+    ``thread_axis((0, n), "threadIdx.x", name="tx")``; ``.var`` is its variable."""
+    if isinstance(dom, str) and not tag:
+        tag, dom = dom, None
     if tag not in THREAD_TAGS:
         raise ScheduleError(f"thread_axis: unknown tag {tag!r}; known: {', '.join(THREAD_TAGS)}")
-    return tag
+    if dom is None or isinstance(dom, str):
+        extent = 0
+    elif isinstance(dom, (tuple, list)):
+        begin, end = (int(x) for x in dom)
+        if begin != 0 or end <= 0:
+            raise ScheduleError(f"thread_axis: the range must be (0, n) with n > 0, got {tuple(dom)}")
+        extent = end
+    else:
+        extent = int(dom)
+    return ThreadAxis(Var(name or tag), extent, "thread", 0, tag)

@@ -162,6 +162,26 @@ class RfactorStep(Step):
     factor_axis: int
 
 
+@_step("store_predicate")
+@dataclass(frozen=True, slots=True)
+class StorePredicateStep(Step):
+    """``set_store_predicate``: the condition, as the JSON text of :mod:`autosched.te.serial`."""
+
+    stage: str
+    predicate: str
+
+
+@_step("storage_align")
+@dataclass(frozen=True, slots=True)
+class StorageAlignStep(Step):
+    """``storage_align``: pad the stride of root axis ``axis`` to ``k * factor + offset``."""
+
+    stage: str
+    axis: str
+    factor: int
+    offset: int
+
+
 def steps_to_json(steps: tuple[Step, ...] | list[Step]) -> list[dict[str, Any]]:
     """Serialize a step list."""
     return [s.to_json() for s in steps]

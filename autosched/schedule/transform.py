@@ -33,8 +33,8 @@ def make_rfactor_ops(
     ``axis`` is a root reduce axis (``split`` is None) or one half of a single split of one.
     """
     body = op.body
-    if not isinstance(body, Reduce):
-        raise ValueError(f"{op.name} is not a reduction")
+    if not isinstance(body, Reduce) or not isinstance(body.combiner, str):
+        raise ValueError(f"{op.name} is not a reduction with sum, max or min")
     roots = {iv.name: iv for iv in body.axis}
     root = roots[split.parent if split is not None else axis]
     where = body.where

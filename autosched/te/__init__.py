@@ -3,7 +3,9 @@
     nodes      expression nodes (frozen dataclasses), their constructors, ``to_str``
     traverse   children, walk, rewrite, substitute                          (nodes)
     functions  math functions, reductions, conditions                        (nodes)
-    tensor     Tensor, PlaceholderOp, ComputeOp; placeholder, compute       (nodes, traverse)
+    tensor     Tensor, PlaceholderOp, ComputeOp, ScanOp; placeholder, compute (nodes, traverse)
+    reducers   comm_reducer, min_value, max_value                           (nodes, traverse)
+    scan       scan                                                         (nodes, tensor)
     dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
 
 Users and the rest of autosched import these names from :mod:`autosched.expr`, which re-exports

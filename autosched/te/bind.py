@@ -64,17 +64,23 @@ def bind(outputs: Sequence[Tensor], sizes: Mapping[str, int]) -> list[Tensor]:
         if isinstance(e, Reduce):
             axis = tuple(_iv(iv, ext) for iv in e.axis)
             where = None if e.where is None else rewrite(e.where, retarget)
-            return Reduce(e.combiner, rewrite(e.source, retarget), axis, where)
+            sources = tuple(rewrite(x, retarget) for x in e.sources)
+            return Reduce(e.combiner, rewrite(e.source, retarget), axis, where, e.value_index, sources)
         return None
 
     for op in topo_order(outputs):
         made: Operation
         if isinstance(op, PlaceholderOp):
             made = PlaceholderOp(op.name, tuple(ext(d) for d in op.shape), op.dtype)
-        else:
+        elif isinstance(op, ComputeOp):
             axis = tuple(_iv(iv, ext) for iv in op.axis)
-            made = ComputeOp(op.name, axis, rewrite(op.body, retarget), op.tag, dict(op.attrs))
-        new[op.name] = Tensor(made)
+            others = tuple(rewrite(b, retarget) for b in op.others)
+            made = ComputeOp(op.name, axis, rewrite(op.body, retarget), op.tag, dict(op.attrs), others)
+        else:
+            raise ValueError(f"bind: {op.name!r} is a scan; scans take fixed shapes only")
+        for i in range(made.num_outputs if isinstance(made, ComputeOp) else 1):
+            t = made.output(i)
+            new[t.name] = t
     return [new[t.name] for t in outputs]
 
 

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Sequence
 
 from .nodes import to_str
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor
 
 
 def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list[Tensor]:
@@ -16,7 +16,7 @@ def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list
     for t in seq:
         if isinstance(t, Tensor):
             out.append(t)
-        elif isinstance(t, (PlaceholderOp, ComputeOp)):
+        elif isinstance(t, (PlaceholderOp, ComputeOp, ScanOp)):
             out.append(t.output(0))
         else:
             raise TypeError(f"expected a Tensor or an operation, got {type(t).__name__}")
@@ -52,8 +52,13 @@ def op_to_str(op: Operation) -> str:
     """One line that defines an operation."""
     if isinstance(op, PlaceholderOp):
         return f"{op.name} = placeholder([{', '.join(str(d) for d in op.shape)}], {op.dtype})"
+    if isinstance(op, ScanOp):
+        parts = [op_to_str(t.op) for t in (op.init, op.update)]
+        state = f"{op.state.name}[{', '.join(str(d) for d in op.shape)}]"
+        return f"{op.name} = scan(state={state}, init: {parts[0]}, update: {parts[1]})"
     axes = ", ".join(f"{iv.name}:{iv.extent}" for iv in op.axis)
-    return f"{op.name}[{axes}] = {to_str(op.body)}" + (f"  # tag={op.tag}" if op.tag else "")
+    body = ", ".join(to_str(b) for b in op.bodies) if op.others else to_str(op.body)
+    return f"{op.name}[{axes}] = {body}" + (f"  # tag={op.tag}" if op.tag else "")
 
 
 def dag_key(outputs: Sequence[Tensor]) -> str:

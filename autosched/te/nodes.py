@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Union
 from ..dtypes import dtype as _dtype
 from ..dtypes import promote
 
-if TYPE_CHECKING:  # an annotation only: tensor.py builds on this module
+if TYPE_CHECKING:  # annotations only: tensor.py and reducers.py build on this module
+    from .reducers import CommReducer
     from .tensor import Tensor
 
 ExprLike = Union["_Ops", int, float, bool]
@@ -235,16 +236,28 @@ REDUCERS = ("sum", "max", "min")
 
 @dataclass(frozen=True, slots=True)
 class Reduce(Expr):
-    """A reduction of ``source`` over ``axis`` with ``combiner``; only the top of a compute body."""
+    """A reduction of ``source`` over ``axis`` with ``combiner``; only the top of a compute body.
 
-    combiner: str
+    ``combiner`` is a built-in name (:data:`REDUCERS`) or a :class:`CommReducer`. A tuple reducer
+    (argmax over (index, value)) gives one ``Reduce`` per component: ``sources`` holds every
+    component's source, ``value_index`` says which one this is, and ``source`` is that one.
+    """
+
+    combiner: str | CommReducer
     source: Expr
     axis: tuple[IterVar, ...]
     where: Expr | None = None
+    value_index: int = 0
+    sources: tuple[Expr, ...] = ()
 
     @property
     def dtype(self) -> str:
         return self.source.dtype
+
+    @property
+    def all_sources(self) -> tuple[Expr, ...]:
+        """Every component's source (one entry unless this is a tuple reduction)."""
+        return self.sources or (self.source,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +397,11 @@ def to_str(e: Expr) -> str:
     if isinstance(e, Reduce):
         axes = ", ".join(f"{iv.name}:[{iv.begin},{iv.begin + iv.extent})" for iv in e.axis)
         where = "" if e.where is None else f", where={to_str(e.where)}"
-        return f"{e.combiner}({to_str(e.source)}, axis=[{axes}]{where})"
+        name = e.combiner if isinstance(e.combiner, str) else e.combiner.render()
+        if e.sources:
+            srcs = ", ".join(to_str(x) for x in e.sources)
+            return f"{name}(({srcs}), axis=[{axes}]{where})[{e.value_index}]"
+        return f"{name}({to_str(e.source)}, axis=[{axes}]{where})"
     if hasattr(e, "render"):
         return str(e.render(to_str))
     raise TypeError(f"not an expression: {e!r}")

@@ -7,6 +7,7 @@ operations, each named, and its structural key comes from :func:`autosched.te.da
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,19 +39,37 @@ class PlaceholderOp:
     def input_tensors(self) -> tuple[Tensor, ...]:
         return ()
 
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
     def output(self, index: int = 0) -> Tensor:
         return Tensor(self)
 
 
 @dataclass(eq=False, slots=True)
 class ComputeOp:
-    """A tensor defined elementwise by ``body`` over ``axis`` (and a top-level reduction)."""
+    """A tensor defined elementwise by ``body`` over ``axis`` (and a top-level reduction).
+
+    A tuple compute (a lambda that returns a tuple) has several outputs of the same shape, computed
+    in one loop nest: ``body`` is output 0's expression, ``others`` those of outputs 1, 2, ...
+    """
 
     name: str
     axis: tuple[IterVar, ...]
     body: Expr
     tag: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
+    others: tuple[Expr, ...] = ()
+
+    @property
+    def bodies(self) -> tuple[Expr, ...]:
+        """Every output's expression, in output order."""
+        return (self.body, *self.others)
+
+    @property
+    def num_outputs(self) -> int:
+        return 1 + len(self.others)
 
     @property
     def shape(self) -> tuple[Extent, ...]:
@@ -66,28 +85,88 @@ class ComputeOp:
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        seen: dict[str, Tensor] = {}
-        for node in walk(self.body):
-            if isinstance(node, Load) and node.tensor.name not in seen:
-                seen[node.tensor.name] = node.tensor
-        return tuple(seen.values())
+        return _loaded(self.bodies)
+
+    def output(self, index: int = 0) -> Tensor:
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"{self.name} has {self.num_outputs} outputs, asked for output {index}")
+        return Tensor(self, index)
+
+
+@dataclass(eq=False, slots=True)
+class ScanOp:
+    """A recurrence over the first axis (what ``scan`` builds): rows ``[0, init.shape[0])`` are
+    ``init``; each later row ``t`` is ``update`` at ``t``, where ``update`` reads the rows before
+    ``t`` through ``state``. Computed as a sequential loop over ``t``."""
+
+    name: str
+    init: Tensor
+    update: Tensor
+    state: Tensor
+    inputs: tuple[Tensor, ...] = ()
+    tag: str = ""
+
+    @property
+    def shape(self) -> tuple[Extent, ...]:
+        return self.state.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.state.dtype
+
+    @property
+    def axis(self) -> tuple[IterVar, ...]:
+        """A scan keeps its loop nest (sequential first axis); it has no axes to schedule."""
+        return ()
+
+    @property
+    def reduce_axis(self) -> tuple[IterVar, ...]:
+        return ()
+
+    @property
+    def num_outputs(self) -> int:
+        return 1
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        bodies: list[Expr] = []
+        for t in (self.init, self.update):
+            assert isinstance(t.op, ComputeOp)
+            bodies.extend(t.op.bodies)
+        return tuple(t for t in _loaded(bodies) if t.op is not self.state.op)
 
     def output(self, index: int = 0) -> Tensor:
         return Tensor(self)
 
 
-Operation = PlaceholderOp | ComputeOp
+def _loaded(bodies: Iterable[Expr]) -> tuple[Tensor, ...]:
+    seen: dict[str, Tensor] = {}
+    for body in bodies:
+        for node in walk(body):
+            if isinstance(node, Load) and node.tensor.name not in seen:
+                seen[node.tensor.name] = node.tensor
+    return tuple(seen.values())
+
+
+Operation = PlaceholderOp | ComputeOp | ScanOp
 
 
 @dataclass(frozen=True, slots=True)
 class Tensor:
-    """The output of an operation; index it (``A[i, j]``) to read it in an expression."""
+    """An output of an operation; index it (``A[i, j]``) to read it in an expression.
+
+    The outputs of a tuple compute ``T`` are named ``T.v0``, ``T.v1``, ... (as in TVM) and share
+    their operation, so ``s[t0]`` and ``s[t1]`` are one stage.
+    """
 
     op: Operation
+    value_index: int = 0
 
     @property
     def name(self) -> str:
-        return self.op.name
+        if self.op.num_outputs == 1:
+            return self.op.name
+        return f"{self.op.name}.v{self.value_index}"
 
     @property
     def shape(self) -> tuple[Extent, ...]:
@@ -95,6 +174,8 @@ class Tensor:
 
     @property
     def dtype(self) -> str:
+        if isinstance(self.op, ComputeOp):
+            return self.op.bodies[self.value_index].dtype
         return self.op.dtype
 
     @property
@@ -112,10 +193,10 @@ class Tensor:
         return Load(self, exprs)
 
     def __hash__(self) -> int:
-        return id(self.op)
+        return hash((id(self.op), self.value_index))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Tensor) and other.op is self.op
+        return isinstance(other, Tensor) and other.op is self.op and other.value_index == self.value_index
 
     def __repr__(self) -> str:
         shape = ", ".join(str(d) for d in self.shape) + ("," if len(self.shape) == 1 else "")
@@ -125,27 +206,51 @@ class Tensor:
 # ---------------------------------------------------------------------------- constructors
 
 
-def reduce_axis(dom: Extent | tuple[Extent, Extent], name: str = "k") -> IterVar:
+def whole(value: Any, what: str) -> int:
+    """``value`` as an int: ints as they are, and floats that are whole numbers (``N / bn`` with
+    ``bn`` dividing ``N``, as TVM accepts); anything else is a ``ValueError`` naming ``what``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{what}: expected an integer, got {value!r}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(
+                f"{what}: {value!r} is not a whole number; a float size such as N / bn must divide "
+                "evenly (write N // bn to round down)"
+            )
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ValueError(f"{what}: expected an integer, got {value!r}") from None
+
+
+def _extent(value: Any, what: str) -> Extent:
+    """A size or bound: an expression of shape variables as it is, anything else :func:`whole`."""
+    return value if isinstance(value, Expr) else whole(value, what)
+
+
+def reduce_axis(dom: Any, name: str = "k") -> IterVar:
     """A reduction axis over ``range(dom)`` or over ``[begin, end)`` when ``dom`` is a pair.
 
     ``dom`` may use shape variables (``reduce_axis(K)`` with ``K = asc.size_var("K")``); a pair
-    needs a constant begin.
+    needs a constant begin. Float bounds must be whole numbers.
     """
-    if isinstance(dom, tuple):
-        begin, end = dom
+    what = f"reduce_axis {name!r}"
+    if isinstance(dom, (tuple, list)):
+        begin, end = (_extent(d, what) for d in dom)
         if static(begin) is None:
-            raise ValueError(f"reduce_axis {name!r}: the range must begin at a constant, got {begin}")
+            raise ValueError(f"{what}: the range must begin at a constant, got {begin}")
         begin = int(static(begin) or 0)
     else:
-        begin, end = 0, dom
+        begin, end = 0, _extent(dom, what)
     if isinstance(end, Expr) and static(end) is None:
-        extent = check_extent(ext_sub(end, begin) if begin else end, f"reduce_axis {name!r}")
+        extent = check_extent(ext_sub(end, begin) if begin else end, what)
         return IterVar(Var(name), extent, "reduce", begin)
     end_value = static(end) if not isinstance(end, int) else end
-    if not isinstance(end_value, int) or isinstance(end, bool):
-        raise ValueError(f"reduce_axis {name!r}: bad range end {end!r}")
+    if not isinstance(end_value, int):
+        raise ValueError(f"{what}: bad range end {end!r}")
     if end_value <= begin:
-        raise ValueError(f"reduce_axis {name!r}: empty range [{begin}, {end_value})")
+        raise ValueError(f"{what}: empty range [{begin}, {end_value})")
     return IterVar(Var(name), end_value - begin, "reduce", begin)
 
 
@@ -155,8 +260,14 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _check_shape(shape: Iterable[Extent] | Extent, name: str) -> tuple[Extent, ...]:
-    shp = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+def _check_shape(shape: Iterable[Any] | Extent, name: str) -> tuple[Extent, ...]:
+    raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(isinstance(s, (tuple, list)) for s in raw):
+        raise ValueError(
+            f"tensor {name!r}: shape {raw} nests shapes; all outputs of one compute share one shape "
+            "(use one compute per shape)"
+        )
+    shp = tuple(_extent(s, f"tensor {name!r}: shape {raw}") for s in raw)
     try:
         return tuple(check_extent(s, f"tensor {name!r}") for s in shp)
     except ValueError:
@@ -166,25 +277,26 @@ def _check_shape(shape: Iterable[Extent] | Extent, name: str) -> tuple[Extent, .
         ) from None
 
 
-def placeholder(
-    shape: Iterable[Extent] | Extent, dtype: str = "float32", name: str = "placeholder"
-) -> Tensor:
-    """An input tensor; its shape may use shape variables (``asc.size_var``)."""
+def placeholder(shape: Iterable[Any] | Extent, dtype: str = "float32", name: str = "placeholder") -> Tensor:
+    """An input tensor; its shape may use shape variables (``asc.size_var``); a float shape entry
+    must be a whole number."""
     name = _check_name(name)
     return Tensor(PlaceholderOp(name, _check_shape(shape, name), _dtype(dtype).name))
 
 
 def compute(
-    shape: Iterable[Extent] | Extent,
-    fcompute: Callable[..., ExprLike],
+    shape: Iterable[Any] | Extent,
+    fcompute: Callable[..., Any],
     name: str = "compute",
     tag: str = "",
     attrs: dict[str, Any] | None = None,
-) -> Tensor:
+) -> Any:
     """A tensor whose element at index ``(i, j, ...)`` is ``fcompute(i, j, ...)``.
 
     The index variables take the names of the lambda's parameters. A reduction (``sum``, ``max``,
-    ``min`` over reduce axes) may only be the whole body.
+    ``min`` or a ``comm_reducer`` over reduce axes) may only be the whole body. When ``fcompute``
+    returns a tuple, the result is a list of tensors (``name.v0``, ``name.v1``, ...) of one
+    operation: the tuple holds plain expressions, or the outputs of one tuple reducer call.
     """
     name = _check_name(name)
     shp = _check_shape(shape, name)
@@ -198,27 +310,62 @@ def compute(
             f"compute {name!r}: shape has {len(shp)} dims but fcompute takes {len(names)} indices"
         )
     axis = tuple(IterVar(Var(n), s, "data") for n, s in zip(names, shp, strict=True))
-    body = as_expr(fcompute(*(iv.var for iv in axis)))
-    for node in walk(body):
-        if isinstance(node, Reduce) and node is not body:
-            raise ValueError(f"compute {name!r}: a reduction must be the whole body; put it in its own stage")
+    result = fcompute(*(iv.var for iv in axis))
+    is_tuple = isinstance(result, (tuple, list))
+    bodies = tuple(as_expr(x) for x in result) if is_tuple else (as_expr(result),)
+    if not bodies:
+        raise ValueError(f"compute {name!r}: fcompute returned an empty tuple")
+    _check_tuple(name, bodies)
+    body = bodies[0]
+    for b in bodies:
+        for node in walk(b):
+            if isinstance(node, Reduce) and node is not b:
+                raise ValueError(
+                    f"compute {name!r}: a reduction must be the whole body; put it in its own stage"
+                )
     reduce_names = [iv.name for iv in body.axis] if isinstance(body, Reduce) else []
     all_names = names + reduce_names
     if len(set(all_names)) != len(all_names):
         raise ValueError(f"compute {name!r}: axis names must be distinct, got {all_names}")
     shape_vars = {v.name for v in extent_vars(list(shp))}
-    for node in walk(body):
-        if isinstance(node, Load):
-            shape_vars |= {v.name for v in extent_vars(list(node.tensor.shape))}
+    for b in bodies:
+        for node in walk(b):
+            if isinstance(node, Load):
+                shape_vars |= {v.name for v in extent_vars(list(node.tensor.shape))}
     if isinstance(body, Reduce):
         shape_vars |= {v.name for v in extent_vars([iv.extent for iv in body.axis])}
     clash = sorted(shape_vars & set(all_names))
     if clash:
         raise ValueError(f"compute {name!r}: axis names {clash} are also shape variables; rename the axes")
-    free = {v.name for v in walk(body) if isinstance(v, Var)} - set(all_names) - shape_vars
+    free = {v.name for b in bodies for v in walk(b) if isinstance(v, Var)} - set(all_names) - shape_vars
     if free:
         raise ValueError(
             f"compute {name!r}: body uses variables not bound by it: {sorted(free)} (a shape "
             "variable must appear in the shape of this tensor, of a tensor it reads or of a reduce axis)"
         )
-    return Tensor(ComputeOp(name, axis, body, tag, dict(attrs or {})))
+    op = ComputeOp(name, axis, body, tag, dict(attrs or {}), bodies[1:])
+    if is_tuple:
+        return [op.output(i) for i in range(op.num_outputs)]
+    return op.output(0)
+
+
+def _check_tuple(name: str, bodies: tuple[Expr, ...]) -> None:
+    """The outputs of a tuple compute are plain expressions, or together one tuple reduction."""
+    first = bodies[0]
+    if not any(isinstance(b, Reduce) for b in bodies):
+        return
+    if len(bodies) == 1 and isinstance(first, Reduce) and not first.sources:
+        return
+
+    def key(b: Expr) -> tuple[Any, ...]:
+        return (b.combiner, b.axis, b.where, b.sources) if isinstance(b, Reduce) else ()
+
+    same = isinstance(first, Reduce) and len(first.sources) == len(bodies)
+    for i, b in enumerate(bodies):
+        same = same and isinstance(b, Reduce) and key(b) == key(first) and b.value_index == i
+    if not same:
+        raise ValueError(
+            f"compute {name!r}: a tuple of outputs holds either plain expressions or all the outputs, "
+            "in order, of one tuple reducer call (reducer((a, b), axis=k)); put other reductions in "
+            "their own computes"
+        )

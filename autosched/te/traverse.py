@@ -28,7 +28,7 @@ def children(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, Load):
         return e.indices
     if isinstance(e, Reduce):
-        return (e.source, *(iv.var for iv in e.axis)) + ((e.where,) if e.where is not None else ())
+        return (*e.all_sources, *(iv.var for iv in e.axis)) + ((e.where,) if e.where is not None else ())
     return e.children() if hasattr(e, "children") else ()
 
 
@@ -73,6 +73,9 @@ def rewrite(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
         return e if _same(args, e.args) else Call(e.name, args, e.type)
     if isinstance(e, Reduce):
         where = None if e.where is None else rewrite(e.where, fn)
+        if e.sources:
+            sources = tuple(rewrite(x, fn) for x in e.sources)
+            return Reduce(e.combiner, sources[e.value_index], e.axis, where, e.value_index, sources)
         return Reduce(e.combiner, rewrite(e.source, fn), e.axis, where)
     if hasattr(e, "map_children"):  # nodes of later layers (lowered buffer loads)
         return e.map_children(lambda c: rewrite(c, fn))
