@@ -140,8 +140,9 @@ def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
     plans = [(t, s, opts.checkpoints if t in opts.long_tuners else opts.checkpoints[:1], [])
              for t in opts.tuners for s in opts.seeds]
     if opts.transfer and label == "conv128":
-        others = sorted(opts.log_dir.glob("conv64_evolutionary_s*.jsonl")) + sorted(
-            opts.log_dir.glob("conv256_evolutionary_s*.jsonl"))
+        others = [log for case in ("conv64", "conv256")
+                  for log in sorted(opts.log_dir.glob(f"{case}_evolutionary_s*.jsonl"))
+                  if not log.name.endswith(".model.jsonl")]  # not the model-quality sidecars
         plans += [("evolutionary", s, opts.checkpoints[:1], others) for s in opts.seeds]
     for tuner, seed, checkpoints, transfer in plans:
         tag = f"{tuner}{'+transfer' if transfer else ''}"

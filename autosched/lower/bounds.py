@@ -41,7 +41,7 @@ def infer_region(
     shape = producer.shape
     per_dim: list[list[tuple[Linear, int, int] | None]] = [[] for _ in shape]
     for node in (n for body in consumer_bodies for n in walk(body)):
-        if isinstance(node, Load) and node.tensor.op is producer:
+        if isinstance(node, Load) and node.tensor.op.name == producer.name:  # any output of it
             for d, idx in enumerate(node.indices):
                 per_dim[d].append(_split_free(linear(idx, ranges), free))
     bases: list[Expr] = []
