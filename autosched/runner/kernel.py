@@ -141,9 +141,8 @@ class Kernel:
         a ValueError names a variable that two arrays give different values."""
         for i, (spec, arr) in enumerate(zip(self.args, arrays, strict=True)):
             if arr.ndim != len(spec.shape):
-                raise ValueError(
-                    f"{self._label(i)}: expected {len(spec.shape)} dimensions, got shape {arr.shape}"
-                )
+                dims = ", ".join(str(d) for d in spec.shape) + ("," if len(spec.shape) == 1 else "")
+                raise ValueError(f"{self._label(i)}: expected shape ({dims}), got {arr.shape}")
         env: dict[str, int] = {}
         first: dict[str, tuple[int, int]] = {}
         for name, places in self._where.items():
