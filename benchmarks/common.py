@@ -20,9 +20,10 @@ def clean_blas_env() -> None:
     """Re-run this process without the variables that force a slow OpenBLAS kernel.
 
     OpenBLAS reads them once, when numpy loads it: this must run before numpy is imported (it
-    raises otherwise). The new process gets the same interpreter options and arguments.
+    raises otherwise, unless the variables are already gone: a benchmark importing another one).
+    The new process gets the same interpreter options and arguments.
     """
-    if "numpy" in sys.modules:
+    if "numpy" in sys.modules and any(v in os.environ for v in BLAS_ENV):
         raise RuntimeError("clean_blas_env() must be called before numpy is imported")
     if any(v in os.environ for v in BLAS_ENV):
         env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV}
