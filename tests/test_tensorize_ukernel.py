@@ -13,6 +13,7 @@ import pytest
 from te_strict import compile_strict
 
 import autosched as asc
+from autosched.expr import Extent
 
 CROSS = "c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72"
 
@@ -25,7 +26,7 @@ def _cpu_flags() -> set[str]:
     return {f for line in text.splitlines() if line.startswith("flags") for f in line.split(":")[1].split()}
 
 
-def matmul(m: int, n: int, k: int, dtype: str = "float32") -> list[asc.Tensor]:
+def matmul(m: Extent, n: Extent, k: Extent, dtype: str = "float32") -> list[asc.Tensor]:
     A = asc.placeholder((m, k), dtype, name="A")
     B = asc.placeholder((k, n), dtype, name="B")
     r = asc.reduce_axis(k, name="r")
@@ -53,6 +54,22 @@ def test_ukernel_matmul_matches_numpy(shape: tuple[int, int, int], isa: str) -> 
     src = asc.emit(s, args)
     assert ("__builtin_cpu_supports" in src) == (isa == "auto")
     check(s, args, "c -num-threads=2")
+
+
+@pytest.mark.requires("gcc")
+def test_symbolic_shapes_bind_the_stride_variables() -> None:
+    M, N, K = (asc.size_var(n) for n in "MNK")
+    args = matmul(M, N, K)
+    s = asc.intrin.matmul_ukernel(args, mr=4, nr=8, kc=16, mc=8)
+    assert "&B.local[0], K, 8, N)" in str(asc.lower(s, args))  # lda = K, ldb = the panel's 8, ldc = N
+    f = asc.build(s, args)
+    rng = np.random.default_rng(3)
+    for m, n, k in [(13, 21, 37), (32, 64, 48), (1, 1, 1)]:
+        a = rng.standard_normal((m, k)).astype("float32")
+        b = rng.standard_normal((k, n)).astype("float32")
+        c = np.full((m, n), np.nan, "float32")
+        f(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.requires("gcc")
