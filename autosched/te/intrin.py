@@ -88,6 +88,7 @@ def decl_buffer(
     shape: Sequence[Extent],
     dtype: str = "float32",
     name: str = "buffer",
+    data: Any = None,
     strides: Sequence[Extent] | None = None,
     offset_factor: int = 0,
     data_alignment: int = -1,
@@ -100,6 +101,8 @@ def decl_buffer(
     signature: the pointer passed to the implementation always points at the region's first
     element, so there is no offset parameter.
     """
+    if data is not None:
+        raise ValueError(f"decl_buffer {name!r}: data= is not supported (the pointer is always the tensor's)")
     shp = tuple(shape)
     if strides is not None and len(tuple(strides)) != len(shp):
         raise ValueError(f"decl_buffer {name!r}: {len(tuple(strides))} strides for {len(shp)} dimensions")
