@@ -60,7 +60,7 @@ def test_ukernel_matmul_matches_numpy(shape: tuple[int, int, int], isa: str) -> 
 def test_symbolic_shapes_bind_the_stride_variables() -> None:
     M, N, K = (asc.size_var(n) for n in "MNK")
     args = matmul(M, N, K)
-    s = asc.intrin.matmul_ukernel(args, mr=4, nr=8, kc=16, mc=8)
+    s = asc.intrin.matmul_ukernel(args, mr=4, nr=8, kc=16)
     assert "&B.local[0], K, 8, N)" in str(asc.lower(s, args))  # lda = K, ldb = the panel's 8, ldc = N
     f = asc.build(s, args)
     rng = np.random.default_rng(3)

@@ -13,15 +13,14 @@ def matmul_ukernel(
     mr: int = 6,
     nr: int = 16,
     kc: int = 256,
-    mc: int = 96,
     isa: str = "auto",
     target: Target | str = "c",
 ) -> Schedule:
-    """``C = A @ B`` (``C[i, j] = sum(A[i, k] * B[k, j])``) in ``mr x nr`` register blocks, GotoBLAS
-    style: for each block of ``mc`` rows (in parallel on a multi-threaded target) and ``kc``
-    reductions, the ``mc x kc`` block of A stays in L2 while, for each block of ``nr`` columns, a
-    packed ``kc x nr`` panel of B (contiguous, in L1) serves one micro-kernel call per ``mr`` rows.
-    Any shape works: partial blocks at the ends take the plain loop nest."""
+    """``C = A @ B`` (``C[i, j] = sum(A[i, k] * B[k, j])``) in ``mr x nr`` register blocks: for each
+    block of ``nr`` columns (in parallel on a multi-threaded target) and ``kc`` reductions, a packed
+    ``kc x nr`` panel of B (contiguous, in L1) serves one micro-kernel call per ``mr`` rows. Any
+    shape works: partial blocks at the ends take the plain loop nest, ordered to vectorize over
+    the columns."""
     tgt = Target.parse(target)
     A, B, C = tensors
     (M, K), N = A.shape, B.shape[1]
@@ -32,12 +31,11 @@ def matmul_ukernel(
     i, j = s[C].op.axis
     (k,) = s[C].op.reduce_axis
     io, ii = s[C].split(i, mr)
-    ioo, ioi = s[C].split(io, max(1, mc // mr))
     jo, ji = s[C].split(j, nr)
     ko, ki = s[C].split(k, kc)
-    s[C].reorder(ioo, ko, jo, ioi, ii, ji, ki)
+    s[C].reorder(jo, ko, io, ii, ki, ji)
     if (tgt.num_threads or 1) > 1:
-        s[C].parallel(ioo)
-    s[panel].compute_at(s[C], jo)
+        s[C].parallel(jo)
+    s[panel].compute_at(s[C], ko)
     s[C].tensorize(ii, gemm_ukernel(mr, nr, kc, C.dtype, isa))
     return s
