@@ -16,6 +16,7 @@ clean_blas_env()
 
 import numpy as np  # noqa: E402
 from common import blas_info, interleaved, kernel_timer, median, print_table, wall_timer, write_results  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
 from autosched.ops.schedules import matmul_cpu  # noqa: E402
@@ -55,14 +56,15 @@ def main() -> None:
             kernel(a, b, c)
             assert np.allclose(c, a @ b, rtol=1e-3, atol=1e-3), f"{name} kernel: wrong result"
         calls = max(1, 2**31 // n**3)  # numpy: about 4 GFLOP per timing, like min_repeat_ms for the kernels
-        times = interleaved(
-            {
-                "tensorized": kernel_timer(tens, [a, b, c], min_repeat_ms=200),
-                "hand-written": kernel_timer(hand, [a, b, c], min_repeat_ms=200),
-                "numpy": wall_timer(lambda a=a, b=b, c=c: np.matmul(a, b, out=c), number=calls),
-            },
-            args.rounds,
-        )
+        with threadpool_limits(args.threads):  # numpy on as many threads as the kernels
+            times = interleaved(
+                {
+                    "tensorized": kernel_timer(tens, [a, b, c], min_repeat_ms=200),
+                    "hand-written": kernel_timer(hand, [a, b, c], min_repeat_ms=200),
+                    "numpy": wall_timer(lambda a=a, b=b, c=c: np.matmul(a, b, out=c), number=calls),
+                },
+                args.rounds,
+            )
         gflop = 2.0 * n**3 / 1e9
         med = {name: median(ts) for name, ts in times.items()}
         speed = [f"{med[k] / med['tensorized']:.2f}" for k in ("hand-written", "numpy")]
