@@ -41,7 +41,7 @@ def gemv_intrin(
     }
     text = [None if p is None else p.replace("L", str(l_ext)) for p in parts]
 
-    def fcompute(ins: list[asc.intrin.DeclBuffer], outs: list[asc.intrin.DeclBuffer]) -> tuple:
+    def fcompute(ins: list[asc.intrin.IntrinBuffer], outs: list[asc.intrin.IntrinBuffer]) -> tuple:
         assert [x.name for x in ins] == ["a", "b"] and outs[0].name == "c"  # TVM-style (ins, outs)
         return tuple(text)
 

@@ -6,13 +6,13 @@ from the CPU at run time, NEON on aarch64, a portable C fallback).
 
 from __future__ import annotations
 
-from ..te.intrin import CImpl, DeclBuffer, TensorIntrin, decl_buffer, decl_tensor_intrin, get_intrin
+from ..te.intrin import CImpl, IntrinBuffer, TensorIntrin, decl_buffer, decl_tensor_intrin, get_intrin
 from .gemm import ISAS, gemm_ukernel
 from .schedules import matmul_ukernel
 
 __all__ = [
     "CImpl",
-    "DeclBuffer",
+    "IntrinBuffer",
     "ISAS",
     "TensorIntrin",
     "decl_buffer",

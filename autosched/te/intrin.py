@@ -68,7 +68,7 @@ _C_KEYWORDS = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
-class DeclBuffer:
+class IntrinBuffer:
     """How a tensor of an intrinsic is passed: a pointer named ``name`` with element ``strides``
     per dimension (ints, or ``asc.var`` variables that become ``int`` parameters; ``None``:
     compact row-major)."""
@@ -94,7 +94,7 @@ def decl_buffer(
     data_alignment: int = -1,
     elem_offset: Any = None,
     scope: str = "",
-) -> DeclBuffer:
+) -> IntrinBuffer:
     """A buffer declaration for ``decl_tensor_intrin(..., binds={tensor: buffer})``, as TVM's.
 
     ``offset_factor``, ``data_alignment``, ``elem_offset`` and ``scope`` are accepted for TVM's
@@ -106,7 +106,7 @@ def decl_buffer(
     shp = tuple(shape)
     if strides is not None and len(tuple(strides)) != len(shp):
         raise ValueError(f"decl_buffer {name!r}: {len(tuple(strides))} strides for {len(shp)} dimensions")
-    return DeclBuffer(name, shp, _dtype(dtype).name, None if strides is None else tuple(strides))
+    return IntrinBuffer(name, shp, _dtype(dtype).name, None if strides is None else tuple(strides))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ class TensorIntrin:
     name: str
     op: ComputeOp
     inputs: tuple[Tensor, ...]
-    buffers: dict[str, DeclBuffer]  # tensor name -> how it is passed
+    buffers: dict[str, IntrinBuffer]  # tensor name -> how it is passed
     impl: CImpl
     stride_vars: tuple[Var, ...]
     key: str  # a digest of the whole declaration: distinct intrinsics get distinct C names
@@ -139,7 +139,7 @@ class TensorIntrin:
     def output(self) -> Tensor:
         return self.op.output(0)
 
-    def buffer(self, t: Tensor) -> DeclBuffer:
+    def buffer(self, t: Tensor) -> IntrinBuffer:
         return self.buffers[t.name]
 
     def strides(self, t: Tensor) -> tuple[Extent, ...]:
@@ -245,9 +245,9 @@ def _check_ident(text: str, what: str) -> str:
 
 def decl_tensor_intrin(
     op: Operation | Tensor,
-    fcompute_or_impl: ImplLike | Callable[[list[DeclBuffer], list[DeclBuffer]], ImplLike],
+    fcompute_or_impl: ImplLike | Callable[[list[IntrinBuffer], list[IntrinBuffer]], ImplLike],
     name: str | None = None,
-    binds: dict[Tensor, DeclBuffer] | None = None,
+    binds: dict[Tensor, Any] | None = None,
     **tvm_options: Any,
 ) -> TensorIntrin:
     """Declare a tensor intrinsic: ``op`` (a compute over placeholders with fixed extents) and its
@@ -270,16 +270,20 @@ def decl_tensor_intrin(
     if any(not isinstance(d, int) for d in sizes):
         raise ValueError(f"decl_tensor_intrin {label!r}: the intrinsic's shapes and extents must be fixed")
     given = {t.name: b for t, b in (binds or {}).items()}
-    buffers: dict[str, DeclBuffer] = {}
+    buffers: dict[str, IntrinBuffer] = {}
     for t in (*inputs, cop.output(0)):
-        decl = given.pop(t.name, None) or DeclBuffer(t.name, tuple(t.shape), t.dtype)
+        decl = given.pop(t.name, None) or IntrinBuffer(t.name, tuple(t.shape), t.dtype)
         if tuple(decl.shape) != tuple(t.shape) or decl.dtype != t.dtype:
             raise ValueError(
                 f"decl_tensor_intrin {label!r}: buffer {decl.name!r} is {decl.dtype}{list(decl.shape)}, "
                 f"tensor {t.name} is {t.dtype}{list(t.shape)}"
             )
-        buffers[t.name] = DeclBuffer(
-            _check_ident(decl.name, "buffer name"), decl.shape, decl.dtype, decl.strides
+        strides = getattr(decl, "strides", None)  # any decl_buffer-like object: name, shape, dtype, strides
+        buffers[t.name] = IntrinBuffer(
+            _check_ident(decl.name, "buffer name"),
+            tuple(decl.shape),
+            decl.dtype,
+            None if strides is None else tuple(strides),
         )
     if given:
         raise ValueError(
