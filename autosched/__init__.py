@@ -22,6 +22,7 @@ if _os.environ.get("AUTOSCHED_SHARE_CORES", "") not in ("", "0"):  # before nump
 
     _share_cores()
 
+from . import intrin
 from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
@@ -64,6 +65,7 @@ from .schedule.steps import Step, steps_from_json, steps_to_json
 from .search import TuneResult, tune
 from .target import Target, TargetError
 from .task import Task
+from .te.intrin import TensorIntrin, decl_buffer, decl_tensor_intrin
 from .thread_pools import share_cores
 from .version import __version__
 
@@ -83,6 +85,7 @@ __all__ = [
     "Task",
     "TuneResult",
     "Tensor",
+    "TensorIntrin",
     "__version__",
     "abs",
     "all",
@@ -95,12 +98,15 @@ __all__ = [
     "compute",
     "const",
     "create_schedule",
+    "decl_buffer",
+    "decl_tensor_intrin",
     "emit",
     "equal",
     "erf",
     "exp",
     "floor",
     "if_then_else",
+    "intrin",
     "log",
     "load_best",
     "load_records",

@@ -8,7 +8,20 @@ from typing import ClassVar
 
 from ..dtypes import dtype as dtype_info
 from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Extent, Logic, Not, Select, Var, as_expr
-from ..lower.ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store
+from ..lower.ir import (
+    Allocate,
+    Barrier,
+    BufAddress,
+    Buffer,
+    BufLoad,
+    CallStmt,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+)
 from ..lower.simplify import loop_end, simplify
 from .names import Namer
 from .vector import emit_vector_loop
@@ -74,6 +87,8 @@ class CPrinter:
             return self.var(e)
         if isinstance(e, BufLoad):
             return f"{self.buf(e.buffer)}[{self.expr(e.index)}]"
+        if isinstance(e, BufAddress):
+            return f"({self.buf(e.buffer)} + {self.expr(e.index)})"
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, (Cmp, Logic)):
@@ -164,6 +179,10 @@ class CPrinter:
             self.allocate(s.buffer, indent)
         elif isinstance(s, Barrier):
             self.emit(self.barrier, indent)
+        elif isinstance(s, CallStmt):  # a tensor intrinsic: its function is printed once per file
+            for key, text in s.func.c_helpers(s.part, self.portable):
+                self.helpers.setdefault(key, text)
+            self.emit(f"{s.func.c_name(s.part)}({', '.join(self.expr(a) for a in s.args)});", indent)
         else:
             raise TypeError(f"the C printer cannot print {type(s).__name__}")
 

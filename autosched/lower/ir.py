@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..expr import BinOp, Expr, Extent, Var, as_expr, to_str
 from ..te.extent import ext_mul
@@ -152,6 +153,50 @@ class PrimFunc:
         return "\n".join([f"func {self.name}({sig}) {{", *("  " + ln for ln in format_stmt(self.body)), "}"])
 
 
+# ---------------------------------------------------------------------------- calls (tensorize)
+
+
+class CFunction(Protocol):
+    """A file-scope C function a :class:`Call` statement calls (a tensor intrinsic's part)."""
+
+    def c_name(self, part: str) -> str: ...
+
+    def c_helpers(self, part: str, portable: bool) -> list[tuple[str, str]]:
+        """(key, file-scope C text) pairs the call needs, each printed once per file."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class BufAddress(Expr):
+    """The address of ``buffer[index]`` (a pointer argument of a :class:`CallStmt`)."""
+
+    buffer: Buffer
+    index: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "handle"
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.index,)
+
+    def map_children(self, fn: Callable[[Expr], Expr]) -> BufAddress:
+        index = fn(self.index)
+        return self if index is self.index else BufAddress(self.buffer, index)
+
+    def render(self, fmt: Callable[[Expr], str]) -> str:
+        return f"&{self.buffer.name}[{fmt(self.index)}]"
+
+
+@dataclass(frozen=True, slots=True)
+class CallStmt(Stmt):
+    """A call of part ``part`` of ``func`` (defined once per file) with ``args``."""
+
+    func: CFunction
+    part: str
+    args: tuple[Expr, ...]
+
+
 def seq(stmts: Iterable[Stmt]) -> Stmt:
     """A flat sequence; one statement stands alone."""
     flat: list[Stmt] = []
@@ -214,6 +259,8 @@ def format_stmt(s: Stmt) -> list[str]:
         return [f"allocate {b.name}: {b.dtype}{shape_str(b.shape)} {b.scope}"]
     if isinstance(s, Barrier):
         return [f"barrier({s.scope})"]
+    if isinstance(s, CallStmt):
+        return [f"{s.func.c_name(s.part)}({', '.join(to_str(a) for a in s.args)})"]
     raise TypeError(f"not a statement: {s!r}")
 
 

@@ -30,6 +30,7 @@ from .loops import Leaf, LoopNest, build_loop_nest
 from .reduction import aligned_strides, outputs_of, reduce_identity, reduce_update
 from .scan import lower_scan
 from .simplify import FALSE, INF, TRUE, Ranges, combine, conjoin, simplify, span
+from .tensorize import lower_tensorized
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +284,8 @@ class Lowerer:
         outs = [t.name for t in outputs_of(stage)]
         targets = [(self.buffers[n], self.store_index(stage, ctx, n)) for n in outs]
         first = ctx.bodies[0]
+        if stage.tensorized:
+            return lower_tensorized(self, stage, ctx, targets, extras)
         if isinstance(first, Reduce):
             return self.lower_reduction(stage, first, nest, targets, list(ctx.preds), extras)
         stores = seq(Store(b, i, self.to_buffers(v)) for (b, i), v in zip(targets, ctx.bodies, strict=True))
@@ -309,12 +312,30 @@ class Lowerer:
         extras: dict[int, list[Stmt]],
     ) -> Stmt:
         leaves = nest.leaves
-        r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
+        update = self.reduction_update(stage, body, targets)
+        placed = self.place(preds, leaves)
+        r0, init = self.reduction_init(body, leaves, targets, placed)
+        extras.setdefault(r0 - 1, []).append(init)
+        return self.build(leaves, update, extras, placed)
+
+    def reduction_update(self, stage: Stage, body: Reduce, targets: list[tuple[Buffer, Expr]]) -> Stmt:
+        """The update of a reduction's outputs with one element (guarded by its ``where``)."""
         sources = [self.to_buffers(x) for x in body.all_sources]
         update = reduce_update(stage.name, body.combiner, targets, sources)
         if body.where is not None:  # guards the update only: the init must run everywhere
             update = IfThenElse(simplify(self.to_buffers(body.where), self.ranges), update)
-        placed = self.place(preds, leaves)
+        return update
+
+    def reduction_init(
+        self,
+        body: Reduce,
+        leaves: Sequence[Leaf],
+        targets: list[tuple[Buffer, Expr]],
+        placed: dict[int, list[Expr]],
+    ) -> tuple[int, Stmt]:
+        """(r0, init): the position of the first reduction loop and the nest that sets the outputs
+        to the identity, to run just before that loop."""
+        r0 = next(p for p, lf in enumerate(leaves) if lf.axis_kind == "reduce")
         # init nest: the data-parallel loops inside the first reduction loop, on fresh variables
         inner = [lf for lf in leaves[r0 + 1 :] if lf.axis_kind == "data"]
         rename = {lf.var: Var(lf.var.name + ".init") for lf in inner}
@@ -338,9 +359,7 @@ class Lowerer:
             Store(b, simplify(substitute(i, dict(rename)), self.ranges), v)
             for (b, i), v in zip(targets, identities, strict=True)
         )
-        init = self.build(init_leaves, init_stores, {}, self.place(init_preds, init_leaves))
-        extras.setdefault(r0 - 1, []).append(init)
-        return self.build(leaves, update, extras, placed)
+        return r0, self.build(init_leaves, init_stores, {}, self.place(init_preds, init_leaves))
 
     @staticmethod
     def _outer_var(v: Var, leaves: Sequence[Leaf], r0: int) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var, children, rewrite, substitute
-from .ir import EMPTY, BufLoad, For, IfThenElse, Seq, Stmt, Store, map_children, seq
+from .ir import EMPTY, BufLoad, CallStmt, For, IfThenElse, Seq, Stmt, Store, map_children, seq
 from .simplify import FALSE, TRUE, Ranges, bounds, decide, is_int, linear, rebuild, simplify, span
 
 MAX_UNROLL_COPIES = 512  # statements an expanded loop may produce; larger ones stay loops
@@ -91,6 +91,8 @@ class _Unroller:
             return map_children(s, self.stmt)
         if isinstance(s, Store):
             return Store(s.buffer, self.copy(s.index), self.copy(s.value))
+        if isinstance(s, CallStmt):
+            return CallStmt(s.func, s.part, tuple(self.copy(a) for a in s.args))
         if isinstance(s, IfThenElse):
             cond = self.copy(s.cond)
             other = None if s.otherwise is None or cond == TRUE else self.stmt(s.otherwise)

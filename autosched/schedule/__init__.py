@@ -6,6 +6,8 @@ The modules import one way, each only from those listed before it (and :mod:`aut
     stage        Stage (``s[T]``: loops, relations, annotations, attachment) and its te-style
                  methods, ScheduleError, thread_axis, the ScheduleLike protocol a stage sees
     transform    DAG rewrites the primitives need (cache stages, rfactor)
+    storage      handlers of set_store_predicate and storage_align
+    intrin       the handler of tensorize (the region is checked when lowering)
     primitives   one handler per step kind: check the step against a stage, apply it
     schedule     Schedule (dispatches each step to its handler, records it, replays), create_schedule
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..expr import ComputeOp, Expr, Extent, IterVar, Load, Reduce, ScanOp, Tensor, Var, rewrite
 from . import steps as st
+from .intrin import HANDLERS as INTRIN_HANDLERS
 from .stage import (
     ANNOTATIONS,
     PRAGMAS,
@@ -291,3 +292,4 @@ HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {
     st.RfactorStep: _rfactor,
 }
 HANDLERS.update(STORAGE_HANDLERS)
+HANDLERS.update(INTRIN_HANDLERS)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..expr import ComputeOp, Expr, IterVar, Operation, PlaceholderOp, Var, as_expr
+from ..te.intrin import INTRINS, TensorIntrin
 from ..te.serial import expr_to_json
 from . import steps as st
 
@@ -85,6 +86,7 @@ class Stage:
     scope: str = "global"
     store_predicate: Expr | None = None  # set_store_predicate: stores happen where it holds
     aligns: dict[str, tuple[int, int]] = field(default_factory=dict)  # storage_align: axis -> (factor, off)
+    tensorized: dict[str, TensorIntrin] = field(default_factory=dict)  # tensorize: leaf -> intrinsic
 
     @property
     def name(self) -> str:
@@ -108,6 +110,7 @@ class Stage:
             self.scope,
             self.store_predicate,
             dict(self.aligns),
+            dict(self.tensorized),
         )
 
     def restore(self, state: tuple) -> None:
@@ -123,6 +126,7 @@ class Stage:
             self.scope,
             self.store_predicate,
             self.aligns,
+            self.tensorized,
         ) = state
 
     def reset(self, op: Operation) -> None:
@@ -131,6 +135,7 @@ class Stage:
         self.relations.clear()
         self.annotations.clear()
         self.pragmas.clear()
+        self.tensorized.clear()
         if isinstance(op, ComputeOp):
             self.kinds = {iv.name: "data" for iv in op.axis} | {iv.name: "reduce" for iv in op.reduce_axis}
         else:
@@ -200,6 +205,12 @@ class Stage:
     def pragma(self, axis: IterVar | str, key: str, value: int) -> None:
         """Attach a pragma; ``auto_unroll_max_step`` unrolls inner loops up to that many iterations."""
         self.schedule.apply(st.PragmaStep(self.name, axis_name(axis), key, int(value)))
+
+    def tensorize(self, axis: IterVar | str, intrin: TensorIntrin) -> None:
+        """Replace loop ``axis`` and the loops inside it by a call of ``intrin`` (checked against
+        the region when the schedule is lowered)."""
+        INTRINS[intrin.name] = intrin  # the step names it: the name refers to this declaration
+        self.schedule.apply(st.TensorizeStep(self.name, axis_name(axis), intrin.name))
 
     def compute_at(self, parent: Stage, axis: IterVar | str) -> None:
         """Compute this stage inside loop ``axis`` of ``parent``, only the region it needs."""

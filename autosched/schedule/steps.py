@@ -182,6 +182,16 @@ class StorageAlignStep(Step):
     offset: int
 
 
+@_step("tensorize")
+@dataclass(frozen=True, slots=True)
+class TensorizeStep(Step):
+    """``tensorize``: replace the loops from ``axis`` inward by the declared intrinsic ``intrin``."""
+
+    stage: str
+    axis: str
+    intrin: str
+
+
 def steps_to_json(steps: tuple[Step, ...] | list[Step]) -> list[dict[str, Any]]:
     """Serialize a step list."""
     return [s.to_json() for s in steps]

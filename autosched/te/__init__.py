@@ -7,6 +7,7 @@
     reducers   comm_reducer, min_value, max_value                           (nodes, traverse)
     scan       scan                                                         (nodes, tensor)
     dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
+    intrin     decl_tensor_intrin, decl_buffer, TensorIntrin, CImpl          (nodes, tensor, dag)
 
 Users and the rest of autosched import these names from :mod:`autosched.expr`, which re-exports
 them all; this package imports nothing from above itself.

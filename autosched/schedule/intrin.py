@@ -1,0 +1,32 @@
+"""The handler of ``tensorize``: mark a stage's loop as the outermost loop of a region that a tensor
+intrinsic computes. The region itself is checked against the intrinsic's compute when the schedule
+is lowered (:mod:`autosched.lower.tensorize`), where its loops' extents are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..expr import ComputeOp
+from ..te.intrin import INTRINS
+from . import steps as st
+from .stage import ScheduleError, ScheduleLike, Stage
+
+
+def _tensorize(s: ScheduleLike, stage: Stage, step: st.TensorizeStep) -> None:
+    if not isinstance(stage.op, ComputeOp):
+        raise ScheduleError(f"{stage.name} is not a compute stage; only computes can be tensorized")
+    if stage.op.num_outputs != 1:
+        raise ScheduleError(f"{stage.name} has {stage.op.num_outputs} outputs; tensorize needs one")
+    if step.axis not in stage.leaves:
+        raise ScheduleError(f"no loop {step.axis!r}; current loops: {stage.leaves}")
+    intrin = INTRINS.get(step.intrin)
+    if intrin is None:
+        raise ScheduleError(f"no tensor intrinsic named {step.intrin!r} is declared (decl_tensor_intrin)")
+    if stage.tensorized:
+        raise ScheduleError(f"{stage.name} is already tensorized at {next(iter(stage.tensorized))!r}")
+    stage.tensorized[step.axis] = intrin
+
+
+HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {st.TensorizeStep: _tensorize}
