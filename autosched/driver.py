@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .emit_c import emit_c, function_name
+from .backends import backend_for
+from .backends.base import Built
 from .expr import Operation, Tensor, as_tensors, shape_vars
 from .lower import lower as _lower
 from .lower.ir import PrimFunc
-from .runner.compile import compile_shared
-from .runner.kernel import ArgSpec, Kernel, size_sources
-from .runner.load import load_kernel
+from .runner.kernel import ArgSpec, size_sources
 from .schedule import Schedule
 from .target import Target
 
@@ -37,14 +36,12 @@ def emit(
     name: str = "default_function",
     portable: bool = False,
 ) -> str:
-    """Source text of the kernel for ``target`` (C today; ``portable`` gives strict C99)."""
+    """Source text of the kernel for ``target``: C (``portable`` gives strict C99), or the OpenCL /
+    CUDA kernels of a GPU schedule (the host side that launches them lives in the runner)."""
     tgt = Target.parse(target)
-    if tgt.kind != "c":
-        raise NotImplementedError(f"emitting for {tgt.kind!r} targets is not available yet; use 'c'")
-    func = _lower(sched, as_tensors(list(args)), name)
-    return emit_c(
-        func, num_threads=tgt.num_threads or 1, vector_bytes=tgt.vector_bytes or 16, portable=portable
-    )
+    backend = backend_for(tgt)
+    func = _lower(sched, as_tensors(list(args)), name, backend.gpu)
+    return backend.source(func, tgt, portable=portable)
 
 
 def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:
@@ -57,18 +54,21 @@ def build(
     args: Sequence[Tensor | Operation],
     target: TargetLike = "c",
     name: str = "default_function",
-) -> Kernel:
-    """Compile ``sched`` for ``target`` (cached by content) and return a callable over numpy arrays.
+) -> Built:
+    """Compile ``sched`` for ``target`` and return a callable over numpy arrays: a C
+    :class:`~autosched.runner.Kernel` (cached by content), or for ``opencl`` / ``cuda`` one that
+    copies the arrays to the device, launches the kernels and copies the outputs back.
 
-    The callable checks every array's shape, dtype and layout before any C code runs. Over
-    tensors with symbolic shapes (``asc.size_var``) it builds once for every size: each call reads
-    the variables' values from its arrays (all arrays must agree on each) and passes them to C.
+    The callable checks every array's shape, dtype and layout before any device code runs. Over
+    tensors with symbolic shapes (``asc.size_var``) a C kernel is built once for every size: each
+    call reads the variables' values from its arrays (all arrays must agree on each) and passes
+    them to C.
     """
     tensors = as_tensors(list(args))
     tgt = Target.parse(target)
+    backend = backend_for(tgt)
     specs = arg_specs(sched, tensors)
     sizes = [v.name for v in shape_vars(tensors)]
     size_sources(specs, sizes)  # each shape variable must be read from some array: checked first
-    source = emit(sched, tensors, tgt, name)
-    lib = compile_shared(source, tgt)
-    return load_kernel(lib, function_name(name), specs, sizes)
+    func = _lower(sched, tensors, name, backend.gpu)
+    return backend.build(func, tgt, specs, sizes)

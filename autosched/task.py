@@ -1,7 +1,7 @@
 """A tuning task: one workload on one target, the unit that is measured, logged and tuned.
 
 task = asc.Task("matmul", (1024, 1024, 1024), target="c -num-threads=1")
-task.source(steps)          # the C source of one program (a tuple of schedule steps)
+task.source(steps)          # the source of one program (steps): C, OpenCL or CUDA, by target
 task.lowered(steps)         # its loop nest, lowered once and shared (features, builder)
 """
 
@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
-from .emit_c import emit_c, function_name
+from .backends import backend_for
+from .backends.base import Built
+from .emit_c import function_name
 from .lower import Lowered, lower_loops
 from .lower.cache import LRUCache
 from .ops import Workload, get_workload
@@ -23,9 +26,6 @@ from .target import Target
 
 #: the C name every tuned kernel gets (exported kernels are renamed by the exporter)
 KERNEL_NAME = "default_function"
-
-#: target kinds whose programs may bind loops to GPU threads
-GPU_KINDS = ("cuda", "opencl")
 
 #: programs lowered lately, shared by every task of the process (see :meth:`Task.lowered`)
 LOWERING_CACHE: LRUCache[Lowered] = LRUCache(4096)
@@ -86,7 +86,7 @@ class Task:
         so the tuner, the cost model's features and the builder lower a program once between them.
         """
         steps = tuple(steps)
-        gpu = self.target.kind in GPU_KINDS
+        gpu = backend_for(self.target).gpu
         return LOWERING_CACHE.get(
             (*self.key, steps, name),
             lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name, gpu),
@@ -100,26 +100,26 @@ class Task:
         timing: bool | None = None,
         symbolic: bool = False,
     ) -> str:
-        """C source of the program ``steps`` for this task's target (see :func:`~autosched.emit_c.emit_c`
-        for ``portable`` and ``timing``). With ``symbolic``, the kernel is built over
-        :meth:`~autosched.ops.Workload.symbolic_tensors` (the steps tuned at this task's sizes,
-        applied to every size) and takes the sizes as ``int`` parameters after the buffers."""
-        if self.target.kind != "c":
-            raise NotImplementedError(f"tuning for {self.target.kind!r} targets is not available yet")
+        """Source of the program ``steps`` for this task's target, from its backend (for C, see
+        :func:`~autosched.emit_c.emit_c` for ``portable`` and ``timing``). With ``symbolic``, the
+        kernel is built over :meth:`~autosched.ops.Workload.symbolic_tensors` (the steps tuned at
+        this task's sizes, applied to every size) and takes the sizes as ``int`` parameters after
+        the buffers."""
+        backend = backend_for(self.target)
         if symbolic:
             tensors, _ = self.workload.symbolic_tensors()
             n_out = self.workload.definition.num_outputs
             sched = Schedule.replay(tensors[len(tensors) - n_out :], steps)
-            func = lower_loops(sched, tensors, name, self.target.kind in GPU_KINDS).func()
+            func = lower_loops(sched, tensors, name, backend.gpu).func()
         else:
             func = self.lowered(steps, name).func()
-        return emit_c(
-            func,
-            num_threads=self.target.num_threads or 1,
-            vector_bytes=self.target.vector_bytes or 16,
-            portable=portable,
-            timing=timing,
-        )
+        return backend.source(func, self.target, portable=portable, timing=timing)
+
+    def build(self, steps: Sequence[Step], cache_dir: Path | None = None) -> Built:
+        """The program ``steps`` built by the target's backend (into ``cache_dir``, by default the
+        kernel cache): a callable over numpy arrays (inputs, then outputs)."""
+        func = self.lowered(steps).func()
+        return backend_for(self.target).build(func, self.target, self.arg_specs(), (), cache_dir)
 
     def arg_specs(self) -> list[ArgSpec]:
         """The kernel's arguments: inputs, then outputs (written)."""

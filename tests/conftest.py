@@ -47,6 +47,11 @@ def _nvrtc_works(nvrtc: object) -> bool:
     return int(err) == 0
 
 
+def _cuda_device(drv: object) -> bool:
+    drv.init()  # type: ignore[attr-defined]
+    return int(drv.Device.count()) > 0  # type: ignore[attr-defined]
+
+
 PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "gcc": (lambda: _compiles("gcc"), "apt-get install gcc"),
     "clang": (lambda: _compiles("clang"), "apt-get install clang lld libomp-dev"),
@@ -57,6 +62,8 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                  "pip install pyopencl pocl-binary-distribution"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
               "pip install cuda-bindings nvidia-cuda-nvrtc"),
+    "pycuda": (lambda: _imports("pycuda.driver", _cuda_device),
+               "a CUDA GPU with its driver, and pip install pycuda"),
     "jupyter": (lambda: _imports("nbclient") and _imports("ipykernel"), "pip install nbclient ipykernel"),
     "sshd": (lambda: shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
              "apt-get install openssh-server"),

@@ -177,7 +177,7 @@ def test_cli_tune_json_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str
         (["tune", "matmul", "8", "8", "8", "--space", "template", "--trials", "-1"], "trials"),
         (["tune", "matmul", "8", "8", "8", "--trials", "0"], "trials must be at least 1"),
         (["tune", "matmul", "8", "-1", "8"], "N must be >= 1, got -1"),
-        (["tune", "matmul", "8", "8", "8", "--target", "cuda"], "cannot tune for cuda targets yet"),
+        (["tune", "matmul", "8", "8", "8", "--target", "cuda"], "no CUDA device is visible"),
     ],
 )
 def test_cli_tune_bad_input_is_one_line(

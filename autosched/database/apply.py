@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import records
+from ..backends.base import Built
 from ..diagnostics import AutoschedWarning, warn
 from ..ops.schedules import default_schedule
 from ..records.io import RecordError
-from ..runner.compile import CompileError, compile_shared
-from ..runner.kernel import Kernel
-from ..runner.load import load_kernel
+from ..runner.compile import CompileError
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import Task
@@ -245,14 +244,13 @@ def _not_tuned(task: Task, found: Found, how: str, log: LogLike | None, db: DbLi
     return f"{text}; {_tune_hint(task)}"
 
 
-def _build(task: Task, steps: tuple[Step, ...] | list[Step]) -> Kernel:
-    lib = compile_shared(task.source(steps), task.target)
-    return load_kernel(lib, task.func_name, task.arg_specs())
+def _build(task: Task, steps: tuple[Step, ...] | list[Step]) -> Built:
+    return task.build(steps)
 
 
 def compile(  # noqa: A001 (asc.compile, like triton.compile / tvm.compile)
     task: Task, *, log: LogLike | None = None, db: DbLike = None
-) -> Kernel:
+) -> Built:
     """The best known kernel of ``task`` for this machine, built and loaded; never tunes.
 
     Looks in ``log``, then the :func:`apply_best` scopes, then the database ``db`` (None: the
@@ -282,7 +280,7 @@ def load_best(
     *,
     cache_dir: Path | None = None,
     db: Database | str | os.PathLike[str] | None = None,
-) -> Kernel:
+) -> Built:
     """The best program of a task, built and loaded: ``load_best(log, task)`` from a log (exactly
     :func:`autosched.records.load_best`), ``load_best(task)`` from the tuning database ``db``
     (default: the default database), this machine's records only.
@@ -310,5 +308,4 @@ def load_best(
         raise records.NoRecordError(
             f"no valid record for {task} in the tuning database ({where}); {_tune_hint(task)}"
         )
-    lib = compile_shared(task.source(record.steps), task.target, cache_dir=cache_dir)
-    return load_kernel(lib, task.func_name, task.arg_specs())
+    return task.build(record.steps, cache_dir=cache_dir)

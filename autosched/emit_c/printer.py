@@ -1,5 +1,7 @@
 """The C-style printer: IR -> source text. CUDA and OpenCL printers subclass it and change the
-attribute table (qualifiers, pragmas, barriers, math names); the walk over the IR is shared."""
+attribute table (qualifiers, pragmas, barriers, type and math names, helper qualifiers); the walk
+over the IR is shared. Heap allocation (in :meth:`CPrinter.function`) and the timing harness are
+the C dialect's own; GPU dialects print kernels with :mod:`autosched.emit_c.gpu`."""
 
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ class CPrinter:
     parallel_pragma: ClassVar[str] = "#pragma omp parallel for num_threads({n})"
     float_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
     math_suffix: ClassVar[dict[str, str]] = {"float32": "f", "float64": "", "float16": "f"}
+    type_names: ClassVar[dict[str, str]] = {}  # dtype -> the dialect's name, where not the C one
+    helper_qualifier: ClassVar[str] = "static inline"
 
     def __init__(self, num_threads: int = 1, vector_bytes: int = 32, portable: bool = False) -> None:
         self.num_threads = num_threads
@@ -54,7 +58,7 @@ class CPrinter:
 
     # -- names and types
     def ctype(self, dtype: str) -> str:
-        return dtype_info(dtype).c_name
+        return self.type_names.get(dtype) or dtype_info(dtype).c_name
 
     def var(self, v: Var) -> str:
         return self.names(v, v.name)
@@ -120,14 +124,16 @@ class CPrinter:
             body = "return (a / b) - ((a % b != 0) && ((a < 0) != (b < 0)));"
         else:
             body = "return ((a % b) + b) % b;"
-        self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ {body} }}"
+        self.helpers[name] = f"{self.helper_qualifier} {t} {name}({t} a, {t} b) {{ {body} }}"
         return name
 
     def helper_minmax(self, op: str, dtype: str) -> str:
         t = self.ctype(dtype)
         name = f"asc_{op}_{dtype}"
         cmp = "<" if op == "min" else ">"
-        self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}"
+        self.helpers[name] = (
+            f"{self.helper_qualifier} {t} {name}({t} a, {t} b) {{ return a {cmp} b ? a : b; }}"
+        )
         return name
 
     def helper_alloc(self) -> str:

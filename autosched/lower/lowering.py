@@ -260,7 +260,22 @@ class Lowerer:
         parent_nest = self.context(self.s.stages[parent_name]).nest
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
         free |= {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
+        if stage.scope == "shared":  # one buffer for the block: what all its threads need
+            free |= self._enclosing_threads(parent_name, pos)
         return infer_region(stage.op, bodies, free, self.ranges)
+
+    def _enclosing_threads(self, name: str, pos: int) -> dict[Var, Extent]:
+        """The threadIdx-bound loops of stage ``name`` up to its leaf ``pos``, and of the stages it
+        is computed in, up to their attach loops."""
+        out: dict[Var, Extent] = {}
+        while True:
+            stage = self.s.stages[name]
+            leaves = self.context(stage).nest.leaves
+            out |= {lf.var: lf.extent for lf in leaves[: pos + 1] if (lf.thread or "").startswith("thread")}
+            if stage.attach[0] != "at":
+                return out
+            name = stage.attach[1]
+            pos = [lf.name for lf in self.context(self.s.stages[name]).nest.leaves].index(stage.attach[2])
 
     def store_index(self, stage: Stage, ctx: StageContext, name: str) -> Expr:
         """Where one point of the stage's loops goes in the buffer of output ``name``: relative to

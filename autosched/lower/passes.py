@@ -320,8 +320,8 @@ def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool =
             )
         if s.kind == "thread" and not gpu:
             raise ScheduleError(
-                f"loop {s.var.name} is bound to {s.thread}; bind needs a GPU target, and GPU targets come "
-                "with the CUDA backend (on CPU use parallel / vectorize instead)"
+                f"loop {s.var.name} is bound to {s.thread}; bind needs a GPU target (opencl or cuda); "
+                "on CPU use parallel / vectorize instead"
             )
         check_loops(s.body, gpu, in_parallel or s.kind == "parallel", in_vector or s.kind == "vectorized")
     elif isinstance(s, (IfThenElse, Seq)):

@@ -98,8 +98,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backends import backend_for
 from ..lower.cache import LRUCache
-from ..task import GPU_KINDS
 from .store_features import AI_SAMPLES, NUM_RAW, TOP_BUFFERS, store_rows
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _store_features(inp: MeasureInput) -> np.ndarray:
     except Exception:  # an illegal program: no stores to describe
         feats = np.zeros((0, NUM_FEATURES), dtype=np.float32)
     else:
-        feats = lowered_features(low.loops, low.nest, inp.task.target.kind in GPU_KINDS)
+        feats = lowered_features(low.loops, low.nest, backend_for(inp.task.target).gpu)
     feats.flags.writeable = False
     return feats
 

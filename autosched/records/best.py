@@ -18,11 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backends.base import Built
 from ..diagnostics import printable, warn
-from ..runner.compile import compile_shared
-from ..runner.kernel import Kernel
-from ..runner.load import load_kernel
-from ..schedule.steps import Step
 from .check import replay_error
 from .io import RecordWarning, Scan, open_log, scan, write_atomic
 from .io import check as check_found
@@ -207,7 +204,7 @@ def distill(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: 
 
 def load_best(
     log: str | os.PathLike[str] | Iterable[Record], task: Task, *, cache_dir: Path | None = None
-) -> Kernel:
+) -> Built:
     """The best program of ``task`` in ``log``, built and loaded: a callable over numpy arrays.
 
     The program is re-emitted from the record's steps, compiled for ``task.target`` (into
@@ -216,17 +213,14 @@ def load_best(
     passed over with a :class:`RecordWarning` for the next best. Raises :class:`NoRecordError`
     when the log has no valid record of the task.
     """
-    sources: dict[tuple[Step, ...], str] = {}
-
     def emits(record: Record) -> str | None:
         why = replay_error(record)
         if why is None:
             try:
-                sources[record.steps] = task.source(record.steps)
+                task.source(record.steps)
             except Exception as err:  # a crafted program may fail anywhere in lowering
                 why = f"{type(err).__name__}: {err}"
         return why
 
     record = best_record(log, task, check=emits)
-    lib = compile_shared(sources[record.steps], task.target, cache_dir=cache_dir)
-    return load_kernel(lib, task.func_name, task.arg_specs())
+    return task.build(record.steps, cache_dir=cache_dir)

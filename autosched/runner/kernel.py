@@ -75,30 +75,19 @@ class ArgSpec:
         return f"{self.name}: {self.dtype}[{shape}]" + (" (output)" if self.is_output else "")
 
 
-class Kernel:
-    """A loaded kernel: ``kernel(*arrays)`` runs it; ``kernel.time`` and ``kernel.bench`` time it in C.
+class CheckedArgs:
+    """The argument check every kernel callable shares (C, OpenCL, CUDA): arrays, dtypes, shapes,
+    layout and aliasing, before any device code runs."""
 
-    Built by :func:`autosched.runner.load_kernel`. The kernel holds its library handle, so the
-    library stays loaded as long as the kernel lives.
-    """
-
-    def __init__(
-        self, ffi: Any, lib: Any, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
-    ) -> None:
+    def __init__(self, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()) -> None:
         self.name = name
         self.args = tuple(args)
         self.sizes = tuple(sizes)  # names of the shape variables, in C parameter order
         self._where = size_sources(self.args, self.sizes)
-        self._ffi = ffi
-        self._lib = lib
-        self._func = getattr(lib, name)
-        self._timer = getattr(lib, name + "__time")
-        self._bench = getattr(lib, name + "__bench", None)
-        self.last_number = 0  # calls per repeat in the last bench() (0 before the first)
         self._dtypes = [numpy_dtype(a.dtype) for a in self.args]
 
     def __repr__(self) -> str:
-        return f"<Kernel {self.name}({', '.join(map(str, self.args))})>"
+        return f"<{type(self).__name__} {self.name}({', '.join(map(str, self.args))})>"
 
     def _label(self, i: int) -> str:
         spec = self.args[i]
@@ -160,6 +149,25 @@ class Kernel:
             if env[name] > _MAX_NUMBER:
                 raise ValueError(f"kernel {self.name!r}: shape variable {name!r} = {env[name]} overflows int")
         return env
+
+
+class Kernel(CheckedArgs):
+    """A loaded kernel: ``kernel(*arrays)`` runs it; ``kernel.time`` and ``kernel.bench`` time it in C.
+
+    Built by :func:`autosched.runner.load_kernel`. The kernel holds its library handle, so the
+    library stays loaded as long as the kernel lives.
+    """
+
+    def __init__(
+        self, ffi: Any, lib: Any, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
+    ) -> None:
+        super().__init__(name, args, sizes)
+        self._ffi = ffi
+        self._lib = lib
+        self._func = getattr(lib, name)
+        self._timer = getattr(lib, name + "__time")
+        self._bench = getattr(lib, name + "__bench", None)
+        self.last_number = 0  # calls per repeat in the last bench() (0 before the first)
 
     def _pointers(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         return [self._ffi.from_buffer(a) for a in arrays]

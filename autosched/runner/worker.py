@@ -6,7 +6,8 @@ protocol (each message a tuple, the first item its kind):
 
 - parent ``("data", key, inputs, expected)``: the random inputs of a task and the reference outputs
   (``expected`` is None when checking is off); kept for the last few keys, no answer.
-- parent ``("run", key, lib_path, func_name, arg_specs, option)``: measure one candidate. Answer
+- parent ``("run", key, lib_path, func_name, arg_specs, option)``: measure one candidate (``lib_path``
+  a C library, or a GPU program's ``.json``, compiled by the device's driver as it loads). Answer
   ``("ok", costs)``, ``("error", error_no, message)``, or ``("missing",)`` when the worker does
   not hold the data of ``key`` (the parent sends it and asks again).
 - parent ``("stop",)`` or a closed pipe: the worker exits.
@@ -25,7 +26,10 @@ import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..expr import static_shape
-from .kernel import ArgSpec
+from .compile import CompileError
+from .gpu_load import is_gpu_program, load_program
+from .gpu_program import DeviceError, GpuCallable
+from .kernel import ArgSpec, Kernel
 from .load import LoadError, load_kernel
 from .measure import MeasureErrorNo, MeasureOption
 
@@ -85,15 +89,21 @@ def measure(
 ) -> tuple[Any, ...]:
     """Load, run once and check, then time one kernel; the answer to a ``run`` message."""
     inputs, expected = data
+    kernel: Kernel | GpuCallable
     try:
-        kernel = load_kernel(lib_path, func_name, specs)
+        if is_gpu_program(lib_path):
+            kernel = load_program(lib_path, specs)
+        else:
+            kernel = load_kernel(lib_path, func_name, specs)
     except LoadError as e:
         return ("error", MeasureErrorNo.RUNTIME_ERROR, f"cannot load the kernel: {e}")
+    except CompileError as e:  # a GPU program is compiled by the device's driver as it loads
+        return ("error", MeasureErrorNo.COMPILE_ERROR, str(e))
     work = iter([a.copy() for a in inputs])
     arrays = [fresh_output(s) if s.is_output else next(work) for s in specs]
     try:
         kernel(*arrays)
-    except MemoryError as e:
+    except (MemoryError, DeviceError) as e:
         return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
     if option.check and expected is not None:
         problem = _check(specs, arrays, inputs, expected)
@@ -108,7 +118,7 @@ def measure(
             flush_cache=option.flush_cache,
             cooldown_ms=option.cooldown_ms,
         )
-    except MemoryError as e:
+    except (MemoryError, DeviceError) as e:
         return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
     return ("ok", tuple(costs))
 

@@ -184,8 +184,8 @@ class Stage:
         self.schedule.apply(st.AnnotateStep(self.name, axis_name(axis), "parallel"))
 
     def bind(self, axis: IterVar | str, thread: IterVar | str) -> None:
-        """Bind a loop to a GPU thread axis (``thread_axis("threadIdx.x")``); CPU builds reject it
-        (GPU targets come with the CUDA backend)."""
+        """Bind a loop to a GPU thread axis (``thread_axis("threadIdx.x")``) for ``opencl`` and
+        ``cuda`` targets; CPU builds reject it."""
         tag = thread.tag if isinstance(thread, ThreadAxis) else axis_name(thread)
         self.schedule.apply(st.BindStep(self.name, axis_name(axis), tag))
 

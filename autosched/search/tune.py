@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from .. import records
+from ..backends import backend_for
 from ..database import Database
 from ..database.machine import fingerprint_for
 from ..diagnostics import warn
 from ..records import is_remeasurement
-from ..runner.builder import LocalBuilder
 from ..runner.compile import compiler_version
 from ..runner.errors import InfrastructureError
-from ..runner.local_runner import LocalRunner
 from ..runner.measure import (
     Builder,
     BuildResult,
@@ -309,11 +308,7 @@ def tune(
     if log is None:
         log = Database().log_for(task, create=True)
     log_path = Path(log) if log is not False else None
-    if task.target.cc is None:
-        raise ValueError(
-            f"cannot tune for {task.target.kind} targets yet: autosched builds and measures C "
-            f"targets only (no {task.target.kind} builder or runner); use a c target"
-        )
+    backend = backend_for(task.target)
     start = time.monotonic()
     the_tuner = _make_tuner(tuner, task, space, seed, model)
     if transfer and the_tuner.learner is not None:
@@ -336,8 +331,8 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    the_builder = builder or LocalBuilder(n_parallel=opt.n_parallel, timeout=opt.build_timeout)
-    the_runner = runner or LocalRunner(opt)
+    the_builder = builder or backend.builder(opt)
+    the_runner = runner or backend.runner(opt)
     measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
     hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
     learner = the_tuner.learner

@@ -1,0 +1,57 @@
+"""The C backend: gcc/clang, cffi, the isolated local runner."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..emit_c import emit_c, function_name
+from ..lower.ir import PrimFunc
+from ..runner.builder import LocalBuilder
+from ..runner.compile import compile_shared
+from ..runner.kernel import ArgSpec, Kernel
+from ..runner.load import load_kernel
+from ..runner.local_runner import LocalRunner
+from ..runner.measure import Builder, MeasureOption, Runner
+from ..target import Target
+from .base import Backend, register_backend
+
+
+@register_backend
+class CBackend(Backend):
+    """C through gcc/clang, loaded with cffi; measured by the isolated local runner."""
+
+    kind = "c"
+
+    def source(
+        self, func: PrimFunc, target: Target, portable: bool = False, timing: bool | None = None
+    ) -> str:
+        """C source with the timing harness (see :func:`~autosched.emit_c.emit_c`)."""
+        return emit_c(
+            func,
+            num_threads=target.num_threads or 1,
+            vector_bytes=target.vector_bytes or 16,
+            portable=portable,
+            timing=timing,
+        )
+
+    def build(
+        self,
+        func: PrimFunc,
+        target: Target,
+        specs: Sequence[ArgSpec],
+        sizes: Sequence[str] = (),
+        cache_dir: Path | None = None,
+    ) -> Kernel:
+        """Compile to a shared library (cached by content) and load it with cffi."""
+        lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir)
+        return load_kernel(lib, function_name(func.name), specs, sizes)
+
+    def builder(self, option: MeasureOption) -> Builder:
+        """:class:`~autosched.runner.LocalBuilder` with the option's parallelism and timeout."""
+        return LocalBuilder(n_parallel=option.n_parallel, timeout=option.build_timeout)
+
+    def runner(self, option: MeasureOption) -> Runner:
+        """:class:`~autosched.runner.LocalRunner` (an isolated worker process)."""
+        return LocalRunner(option)
+

@@ -1,0 +1,90 @@
+"""OpenCL through pyopencl: build a :class:`GpuProgram`, run it over numpy arrays, time it with
+profiling events. Any OpenCL platform works, PoCL's CPU device included
+(``pip install pyopencl pocl-binary-distribution``).
+
+``AUTOSCHED_OPENCL_PLATFORM`` (a substring of the platform's name) picks a platform when several are
+installed; the first device of the first matching platform is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .compile import CompileError
+from .gpu_program import GpuCallable, GpuProgram
+from .kernel import ArgSpec
+
+
+class OpenCLUnavailable(RuntimeError):
+    """pyopencl is not installed, or no OpenCL device is visible (the message says what to do)."""
+
+
+def _cl() -> Any:
+    try:
+        import pyopencl
+    except ImportError:
+        raise OpenCLUnavailable(
+            "OpenCL targets need pyopencl and a driver: pip install pyopencl pocl-binary-distribution"
+        ) from None
+    return pyopencl
+
+
+@functools.cache
+def opencl_queue() -> tuple[Any, Any]:
+    """(context, profiling command queue) on the chosen device, made once per process."""
+    cl = _cl()
+    want = os.environ.get("AUTOSCHED_OPENCL_PLATFORM", "")
+    try:
+        platforms = [p for p in cl.get_platforms() if want.lower() in p.name.lower()]
+    except cl.Error as e:
+        hint = "pip install pocl-binary-distribution"
+        raise OpenCLUnavailable(f"no OpenCL platform is installed ({e}); {hint}") from None
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        which = f" named like {want!r}" if want else ""
+        hint = "pip install pocl-binary-distribution"
+        raise OpenCLUnavailable(f"no OpenCL device on a platform{which}; {hint}")
+    ctx = cl.Context([devices[0]])
+    return ctx, cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+
+class OpenCLKernel(GpuCallable):
+    """A :class:`GpuProgram` built by the OpenCL driver; a rejected source raises
+    :class:`~autosched.runner.CompileError` with the build log."""
+
+    def __init__(self, program: GpuProgram, args: Sequence[ArgSpec]) -> None:
+        super().__init__(program, args)
+        cl = _cl()
+        self._cl = cl
+        self._ctx, self._queue = opencl_queue()
+        try:
+            built = cl.Program(self._ctx, program.source).build()
+        except cl.RuntimeError as e:
+            raise CompileError(["opencl", "build"], str(e)) from None
+        self._kernels = [cl.Kernel(built, launch.name) for launch in program.launches]
+
+    def run(self, arrays: Sequence[np.ndarray], number: int) -> float:
+        """Copy in, launch ``number`` times, copy the outputs back; seconds between the first
+        launch's start and the last one's end, from profiling events."""
+        cl = self._cl
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        host = [*arrays, *self.temp_arrays()]
+        bufs = [cl.Buffer(self._ctx, flags, hostbuf=a) if a.nbytes else None for a in host]
+        for k in self._kernels:
+            k.set_args(*bufs)
+        events = []
+        for _ in range(number):
+            for k, launch in zip(self._kernels, self.program.launches, strict=True):
+                events.append(cl.enqueue_nd_range_kernel(self._queue, k, launch.global_size, launch.block))
+        for spec, arr, buf in zip(self.args, arrays, bufs, strict=False):
+            if spec.is_output and buf is not None:
+                cl.enqueue_copy(self._queue, arr, buf)
+        self._queue.finish()
+        if not events:
+            return 0.0
+        return float(events[-1].profile.end - events[0].profile.start) * 1e-9
