@@ -1,0 +1,90 @@
+"""ONNX test models built with onnx.helper (no downloads), for the tests/test_graph_*.py files."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+class ModelWriter:
+    """Collects nodes and random float32 initializers, then makes a checked ModelProto."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def const(self, shape: tuple[int, ...], scale: float = 0.3, low: float | None = None) -> str:
+        """A random initializer of ``shape`` (uniform in [low, scale) or [-scale, scale))."""
+        self.count += 1
+        name = f"c{self.count}"
+        arr = self.rng.uniform(-scale if low is None else low, scale, shape).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], **attrs: object) -> str:
+        """Add a node; its output's name."""
+        self.count += 1
+        out = f"v{self.count}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"{op.lower()}{self.count}", **attrs))
+        return out
+
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, pad: int = 0, bn: bool = True,
+             relu: bool = True, groups: int = 1) -> str:
+        """Conv (no bias when followed by batch-norm), optional BatchNormalization and Relu."""
+        w = self.const((cout, cin // groups, k, k), scale=1.0 / np.sqrt(cin * k * k / groups))
+        ins = [x, w] if bn else [x, w, self.const((cout,))]
+        attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": [pad] * 4, "group": groups}
+        y = self.node("Conv", ins, **attrs)
+        if bn:
+            params = [self.const((cout,), 1.2, 0.8), self.const((cout,), 0.2), self.const((cout,), 0.2),
+                      self.const((cout,), 1.5, 0.5)]
+            y = self.node("BatchNormalization", [y, *params], epsilon=1e-5)
+        return self.node("Relu", [y]) if relu else y
+
+    def model(self, inputs: dict[str, tuple[int, ...]], output: str, out_shape: tuple[int, ...],
+              name: str = "test", opset: int = OPSET) -> onnx.ModelProto:
+        """The checked model with these inputs and one output of shape ``out_shape``."""
+        ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs.items()]
+        outs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, list(out_shape))]
+        graph = helper.make_graph(self.nodes, name, ins, outs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        onnx.checker.check_model(model)
+        return model
+
+
+def conv_bn_relu_pool_dense(size: int = 16, classes: int = 10) -> onnx.ModelProto:
+    """Conv-BN-ReLU, max pool, a depthwise conv, global pool, flatten, Gemm."""
+    m = ModelWriter(1)
+    y = m.conv("x", 3, 8, 3, pad=1)
+    y = m.node("MaxPool", [y], kernel_shape=[2, 2], strides=[2, 2])
+    y = m.conv(y, 8, 8, 3, pad=1, groups=8)
+    y = m.node("GlobalAveragePool", [y])
+    y = m.node("Flatten", [y], axis=1)
+    y = m.node("Gemm", [y, m.const((classes, 8)), m.const((classes,))], transB=1)
+    return m.model({"x": (1, 3, size, size)}, y, (1, classes), "cbrpd")
+
+
+def residual_block(channels: int = 8, size: int = 8) -> onnx.ModelProto:
+    """x -> conv-bn-relu -> conv-bn -> + x -> relu (a ResNet basic block)."""
+    m = ModelWriter(2)
+    y = m.conv("x", channels, channels, 3, pad=1)
+    y = m.conv(y, channels, channels, 3, pad=1, relu=False)
+    y = m.node("Relu", [m.node("Add", [y, "x"])])
+    return m.model({"x": (1, channels, size, size)}, y, (1, channels, size, size), "residual")
+
+
+def mlp(batch: int = 4, dims: tuple[int, ...] = (32, 64, 16)) -> onnx.ModelProto:
+    """MatMul + bias + Gelu layers, then a last MatMul + bias and Softmax (opset 20 for Gelu)."""
+    m = ModelWriter(3)
+    y = "x"
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        y = m.node("Add", [m.node("MatMul", [y, m.const((a, b), 1 / np.sqrt(a))]), m.const((b,))])
+        if i < len(dims) - 2:
+            y = m.node("Gelu", [y])
+    y = m.node("Softmax", [y], axis=-1)
+    return m.model({"x": (batch, dims[0])}, y, (batch, dims[-1]), "mlp", opset=20)
