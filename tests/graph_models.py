@@ -88,3 +88,25 @@ def mlp(batch: int = 4, dims: tuple[int, ...] = (32, 64, 16)) -> onnx.ModelProto
             y = m.node("Gelu", [y])
     y = m.node("Softmax", [y], axis=-1)
     return m.model({"x": (batch, dims[0])}, y, (batch, dims[-1]), "mlp", opset=20)
+
+
+def resnet18(size: int = 224, width: int = 64, classes: int = 1000) -> onnx.ModelProto:
+    """ResNet-18 (batch 1, NCHW): conv1 7x7/2, max pool 3x3/2, four stages of two basic blocks
+    (the first block of stages 2-4 strided, with a 1x1/2 projection), global pool, fully connected.
+    ``width`` is the channel count of stage 1 (64 in the real network)."""
+    m = ModelWriter(4)
+    y = m.conv("x", 3, width, 7, stride=2, pad=3)
+    y = m.node("MaxPool", [y], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = width
+    for stage in range(4):
+        cout = width * 2**stage
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            main = m.conv(y, cin, cout, 3, stride=stride, pad=1)
+            main = m.conv(main, cout, cout, 3, pad=1, relu=False)
+            short = m.conv(y, cin, cout, 1, stride=stride, relu=False) if stride != 1 else y
+            y = m.node("Relu", [m.node("Add", [main, short])])
+            cin = cout
+    y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
+    y = m.node("Gemm", [y, m.const((classes, cin)), m.const((classes,))], transB=1)
+    return m.model({"x": (1, 3, size, size)}, y, (1, classes), "resnet18")

@@ -15,6 +15,9 @@
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
+    autosched tasks MODEL.onnx [--json]    a model's tasks: fused workloads, FLOPs, weights, shares
+    autosched tune MODEL.onnx [--trials N] [--log FILE] [--scheduler gradient|round-robin]
+                                           tune all of a model's tasks into one log
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
@@ -35,10 +38,10 @@ from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, db, logs, tune
+from . import basic, db, logs, network, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, logs, db)
+COMMANDS = (basic, tune, network, logs, db)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (

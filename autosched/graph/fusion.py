@@ -44,16 +44,17 @@ class TaskInfo:
 
 
 def _chain(
-    graph: Graph, start: Node, axis: int, users: dict[str, list[Node]]
+    graph: Graph, start: Node, axis: int, users: dict[str, list[Node]], taken: set[str]
 ) -> tuple[list[Node], list[str]]:
-    """The elementwise nodes that fuse after ``start`` and the extra inputs they read."""
+    """The elementwise nodes not ``taken`` by another group that fuse after ``start``, and the
+    extra inputs they read."""
     nodes: list[Node] = []
     extras: list[str] = []
     outputs = set(graph.outputs)
     value = start.output
     while value not in outputs and len(users[value]) == 1:
         nxt = users[value][0]
-        if nxt.op not in ELEMENTWISE_OPS or nxt.inputs.count(value) != 1:
+        if nxt.op not in ELEMENTWISE_OPS or nxt.inputs.count(value) != 1 or nxt.output in taken:
             break
         if nxt.op == "bias_add" and (nxt.inputs[0] != value or nxt.attr("axis") != axis):
             break
@@ -92,13 +93,13 @@ def _single_workload(graph: Graph, node: Node) -> Workload:
     raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
 
 
-def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]]) -> Group:
+def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]], taken: set[str]) -> Group:
     shape = graph.shapes[start.output]
     axis = start.attr("axis") if start.op == "bias_add" else min(1, len(shape) - 1)
     data = start.inputs[0]
     nodes = [start]
     extras = list(start.inputs[1:])
-    more, more_extras = _chain(graph, start, axis, users)
+    more, more_extras = _chain(graph, start, axis, users, taken)
     nodes += more
     extras += more_extras
     view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
@@ -115,11 +116,11 @@ def fuse(graph: Graph) -> list[Group]:
         if node.output in taken:
             continue
         if node.op in COMPLEX_OPS:
-            chain, extras = _chain(graph, node, _CHANNEL_AXIS[node.op], users)
+            chain, extras = _chain(graph, node, _CHANNEL_AXIS[node.op], users, taken)
             wl = _anchor_workload(graph, node, _epilogue(chain))
             group = Group((node, *chain), (*node.inputs, *extras), (chain[-1] if chain else node).output, wl)
         elif node.op in ELEMENTWISE_OPS:
-            group = _elementwise_group(graph, node, users)
+            group = _elementwise_group(graph, node, users, taken)
         elif node.op in LAYOUT_OPS:
             group = Group((node,), node.inputs, node.output, None)
         else:
