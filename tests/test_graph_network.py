@@ -1,8 +1,10 @@
 """``asc.build_network``: whole networks built from their tasks' kernels (gcc), compared with
-onnxruntime on the same ONNX model, and a hand-built graph compared with numpy."""
+onnxruntime on the same ONNX model, and a hand-built graph compared with numpy; one real
+end-to-end ``asc.tune_network`` of a 3-task model, resumed from its log by the CLI."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -15,8 +17,9 @@ ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install 
 import graph_models as gm  # noqa: E402  (needs onnx)
 
 import autosched as asc  # noqa: E402
+from autosched.cli import main  # noqa: E402
 from autosched.graph import GraphBuilder, GraphError  # noqa: E402
-from autosched.records import Record, append_records  # noqa: E402
+from autosched.records import Record, append_records, load_records  # noqa: E402
 from autosched.runner.measure import MeasureErrorNo  # noqa: E402
 from autosched.task import Task  # noqa: E402
 
@@ -113,3 +116,31 @@ def test_a_log_made_for_another_model_is_one_clear_line(tmp_path: Path) -> None:
         asc.build_network(asc.from_onnx(gm.residual_block()), log=log)
     with pytest.raises(GraphError, match="missing.jsonl does not exist"):
         asc.build_network(asc.from_onnx(gm.residual_block()), log=tmp_path / "missing.jsonl")
+
+
+@pytest.mark.requires("gcc")
+def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = gm.mlp(batch=2, dims=(8, 16, 4))
+    graph = asc.from_onnx(model)
+    log = tmp_path / "mlp.jsonl"
+    result = asc.tune_network(graph, trials=6, log=log, round_trials=2, tuner="random", progress=True)
+    assert [t["trials"] for t in result.tasks] == [2, 2, 2]
+    assert all(t["best_ms"] is not None for t in result.tasks) and math.isfinite(result.latency_ms)
+    assert result.latency_ms == pytest.approx(sum(t["best_ms"] * t["weight"] for t in result.tasks))
+    progress = capsys.readouterr().err
+    assert "[6/6] task 2 softmax(2,4,'float32'): 2 trials; estimated latency" in progress
+    keys = {r.workload_key for r in load_records(log)}
+    net = asc.build_network(graph, log=log)
+    assert len(keys) == 3 and all(b.task.workload.key in keys and b.tuned for b in net.built)
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(net(x), _onnxruntime(model, x), rtol=1e-4, atol=1e-6)
+    # the same budget again: everything is in the log, nothing is measured
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    lines = len(log.read_text().splitlines())
+    assert main(["tune", str(path), "--trials", "6", "--log", str(log), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [t["trials"] for t in summary["tasks"]] == [2, 2, 2] and summary["rounds"] == []
+    assert len(log.read_text().splitlines()) == lines
