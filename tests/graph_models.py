@@ -110,3 +110,13 @@ def resnet18(size: int = 224, width: int = 64, classes: int = 1000) -> onnx.Mode
     y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
     y = m.node("Gemm", [y, m.const((classes, cin)), m.const((classes,))], transB=1)
     return m.model({"x": (1, 3, size, size)}, y, (1, classes), "resnet18")
+
+
+def erf_gelu_mlp(batch: int = 3, k: int = 12, n: int = 10) -> onnx.ModelProto:
+    """Gemm, then GELU written out as an opset-13 exporter does (Div, Erf, Add, Mul, Mul)."""
+    m = ModelWriter(5)
+    y = m.node("Gemm", ["x", m.const((n, k)), m.const((n,))], transB=1)
+    sqrt2, one, half = (m.const((), v, v) for v in (np.sqrt(2.0), 1.0, 0.5))
+    t = m.node("Add", [m.node("Erf", [m.node("Div", [y, sqrt2])]), one])
+    y = m.node("Mul", [m.node("Mul", [y, t]), half])
+    return m.model({"x": (batch, k)}, y, (batch, n), "erf_gelu", opset=13)

@@ -74,6 +74,12 @@ def test_batch_norm_is_folded_into_the_convolution() -> None:
     np.testing.assert_allclose(graph.constants[graph.nodes[1].inputs[1]], beta - mean * scale, rtol=1e-5)
 
 
+def test_an_opset_13_erf_gelu_subgraph_becomes_one_gelu() -> None:
+    graph = asc.from_onnx(gm.erf_gelu_mlp())
+    assert [n.op for n in graph.nodes] == ["dense", "bias_add", "gelu"]
+    assert [str(t.workload) for t in extract_tasks(graph)] == ["fused_dense(3,10,12,'bias,gelu','float32')"]
+
+
 def test_fusion_makes_conv_bias_relu_and_conv_bias_add_relu_workloads() -> None:
     groups = fuse(asc.from_onnx(gm.residual_block()))
     assert [g.workload.args[-2] for g in groups if g.workload] == ["bias,relu", "bias,add,relu"]

@@ -1,13 +1,15 @@
 """``asc.from_onnx(path_or_model)``: an ONNX model (opset >= 13) as a :class:`~.ir.Graph`.
 
 Supported operators: Conv (groups, symmetric pads, equal strides), BatchNormalization right after
-a Conv (folded into its weights and bias), Gemm, MatMul, Add, Relu, Sigmoid, Gelu, Softmax (last
+a Conv (folded into its weights and bias), Gemm, MatMul, Add, Relu, Sigmoid, Gelu (opset 20, or
+the ``x * 0.5 * (1 + erf(x / sqrt(2)))`` subgraph exporters write for older opsets), Softmax (last
 axis), MaxPool, AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and
 Constant. Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,7 +94,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
             if "value" not in n.attrs:
                 raise GraphError(f"Constant node {n.name!r}: only the 'value' attribute is supported")
             consts[n.outputs[0]] = numpy_helper.to_array(n.attrs["value"])
-    nodes = _fold_batch_norm([n for n in nodes if n.op != "Constant"], consts)
+    nodes = _fold_batch_norm(_find_gelu([n for n in nodes if n.op != "Constant"], consts), consts)
     b = GraphBuilder(proto.graph.name or "model")
     values: dict[str, str] = {}
     for inp in proto.graph.input:
@@ -103,6 +105,51 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
         importer.convert(n)
     b.output(*(importer.value(o.name) for o in proto.graph.output))
     return b.build()
+
+
+def _scalar(consts: dict[str, np.ndarray], name: str, value: float) -> bool:
+    return name in consts and consts[name].size == 1 and abs(float(consts[name].reshape(())) - value) < 1e-4
+
+
+def _find_gelu(nodes: list[_OnnxNode], consts: dict[str, np.ndarray]) -> list[_OnnxNode]:
+    """Nodes with each erf-form GELU subgraph (Div by sqrt 2 or Mul by 1/sqrt 2, Erf, Add 1, and
+    the two products by x and 0.5 in either order) replaced by one Gelu node."""
+    readers: dict[str, list[_OnnxNode]] = {}
+    producer = {o: n for n in nodes for o in n.outputs}
+    for n in nodes:
+        for v in n.inputs:
+            readers.setdefault(v, []).append(n)
+
+    def only(value: str, op: str) -> _OnnxNode | None:
+        users = readers.get(value, [])
+        return users[0] if len(users) == 1 and users[0].op == op else None
+
+    def other(n: _OnnxNode, value: str) -> str:
+        return n.inputs[1] if n.inputs[0] == value else n.inputs[0]
+
+    dropped: set[int] = set()
+    for erf in [n for n in nodes if n.op == "Erf"]:
+        scale = producer.get(erf.inputs[0])
+        if scale is None or scale.op not in ("Div", "Mul"):
+            continue
+        x = scale.inputs[0]
+        factor = (math.sqrt(2.0) if scale.op == "Div" else 1 / math.sqrt(2.0))
+        plus = only(erf.outputs[0], "Add")
+        if not _scalar(consts, scale.inputs[1], factor) or plus is None:
+            continue
+        mul1 = only(plus.outputs[0], "Mul")
+        if not _scalar(consts, other(plus, erf.outputs[0]), 1.0) or mul1 is None:
+            continue
+        mul2 = only(mul1.outputs[0], "Mul")
+        half_first = _scalar(consts, other(mul1, plus.outputs[0]), 0.5)
+        if mul2 is None or not (half_first or other(mul1, plus.outputs[0]) == x):
+            continue
+        rest = other(mul2, mul1.outputs[0])
+        if not (rest == x if half_first else _scalar(consts, rest, 0.5)):
+            continue
+        dropped |= {id(scale), id(erf), id(plus), id(mul1)}
+        mul2.op, mul2.inputs, mul2.attrs = "Gelu", [x], {}
+    return [n for n in nodes if id(n) not in dropped]
 
 
 def _fold_batch_norm(nodes: list[_OnnxNode], consts: dict[str, np.ndarray]) -> list[_OnnxNode]:
