@@ -12,6 +12,7 @@ import json
 
 from ..diagnostics import printable
 from ..graph import extract_tasks, from_onnx, tune_network
+from ..graph.tuning import log_name
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
 
@@ -43,7 +44,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     if args.args:
         raise ValueError(f"tune {args.workload}: a model takes no workload arguments, got {args.args}")
     graph = from_onnx(args.workload)
-    log = args.log or f"{graph.name}.jsonl"
+    log = args.log or log_name(graph)
     option = MeasureOption(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                            build_timeout=args.build_timeout, run_timeout=args.run_timeout)
     result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=args.target,

@@ -16,11 +16,14 @@ import numpy as np
 
 from .. import expr as te
 from ..expr import Expr, Tensor
+from ..schedule import Schedule, create_schedule
+from ..target import Target
 
 #: the steps an epilogue may hold, and whether each one reads an extra input
 STEPS: dict[str, bool] = {"bias": True, "add": True, "relu": False, "gelu": False, "sigmoid": False}
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
+_STAGE_PREFIXES = ("bias_add", "residual_add", *(s for s in STEPS if not STEPS[s]))
 
 
 def parse(epilogue: str) -> list[str]:
@@ -69,6 +72,17 @@ def build(y: Tensor, epilogue: str, axis: int) -> tuple[list[Tensor], Tensor]:
         else:
             out = te.compute(shape, lambda *ix, p=prev, s=step: _unary(s, p[ix], dtype), name=f"{step}{i}")
     return inputs, out
+
+
+def inline_default(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """The default schedule of a fused workload: the naive one with every epilogue stage but the
+    last inlined into the output stage (one loop nest writes the result, no scratch buffers)."""
+    s = create_schedule(tensors[-1])
+    last = tensors[-1].op.name
+    for name, stage in list(s.stages.items()):
+        if name != last and name.startswith(_STAGE_PREFIXES):
+            s[stage.op.output(0)].compute_inline()
+    return s
 
 
 def reference(y: np.ndarray, epilogue: str, axis: int, extras: Sequence[np.ndarray]) -> np.ndarray:

@@ -17,6 +17,7 @@ from .. import expr as te
 from ..expr import Expr, Tensor
 from ..ops.common import accumulator, check_positive, conv_out_size, pad_nchw, scaled, windows
 from ..ops.registry import workload
+from ..ops.schedules import SCHEDULES
 from . import epilogue as epi
 
 
@@ -170,3 +171,9 @@ def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") ->
     )
     scale = te.const(1.0 / (H * W), dtype)
     return [data, te.compute((N, C, 1, 1), lambda n, c, y, x: total[n, c, y, x] * scale, name="pool")]
+
+
+#: fused workloads start from the naive schedule with their epilogue inlined
+SCHEDULES.update(dict.fromkeys(
+    ("fused_conv2d", "fused_dense", "fused_batch_matmul", "fused_elementwise"), epi.inline_default
+))

@@ -16,14 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..database.apply import find_best
+from ..database.apply import NotTunedWarning, find_best
+from ..diagnostics import warn
 from ..expr import static_shape
 from ..ops import Workload
 from ..ops.schedules import default_schedule
 from ..records import load_records
-from ..runner.compile import compile_shared
+from ..runner.compile import CompileError, compile_shared
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel
+from ..schedule import ScheduleError
+from ..schedule.steps import Step
 from ..task import Task
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
@@ -46,11 +49,21 @@ def network_tasks(graph: Graph, target: str = "c") -> list[Task]:
     return list(seen.values())
 
 
+def _load(task: Task, steps: Sequence[Step]) -> Kernel:
+    return load_kernel(compile_shared(task.source(steps), task.target), task.func_name, task.arg_specs())
+
+
 def _build(task: Task, log: str | os.PathLike[str] | None) -> tuple[Kernel, bool]:
+    """Task's kernel from its best record in ``log`` (True), else its default schedule (False)."""
     record = find_best(task, log=log, db=False).record if log is not None else None
-    steps = record.steps if record is not None else default_schedule(task.workload, task.target)[0].steps
-    lib = compile_shared(task.source(steps), task.target)
-    return load_kernel(lib, task.func_name, task.arg_specs()), record is not None
+    if record is not None:
+        try:
+            return _load(task, record.steps), True
+        except (ScheduleError, CompileError) as err:  # e.g. a record of an older version
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            warn(f"the best record of {task.workload} in {os.fspath(log or '')} does not build here "
+                 f"({first}); using its default schedule", NotTunedWarning)
+    return _load(task, default_schedule(task.workload, task.target)[0].steps), False
 
 
 def _check_log(log: str | os.PathLike[str], tasks: list[Task], name: str) -> None:

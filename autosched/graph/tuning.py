@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,11 @@ class NetworkTuneResult:
         }
 
 
+def log_name(graph: Graph) -> str:
+    """The default log file name of a graph: its name with anything but [A-Za-z0-9_.-] made ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", graph.name).lstrip(".") + ".jsonl"
+
+
 def _resumed(records: list[Record], task: Task) -> tuple[int, float]:
     """(trials, best seconds) of ``task`` in a log's records, as :func:`autosched.tune` counts them."""
     mine = [r for r in records if r.workload_key == task.workload.key and r.target == str(task.target)]
@@ -68,7 +74,7 @@ def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
 def tune_network(
     graph: Graph,
     trials: int = 1000,
-    log: str | os.PathLike[str] = "network.jsonl",
+    log: str | os.PathLike[str] | None = None,
     scheduler: str = "gradient",
     *,
     target: str = "c",
@@ -81,14 +87,15 @@ def tune_network(
     callback: Callable[[Round], None] | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
-    (``gradient`` or ``round-robin``), all measurements in ``log``. ``round_trials`` (default:
+    (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
+    in the working directory, the name made file-safe). ``round_trials`` (default:
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     tasks = network_tasks(graph, target)
     weights = {info.workload: info.weight for info in extract_tasks(graph)}
-    path = Path(log)
+    path = Path(log) if log is not None else Path(log_name(graph))
     history = load_records(path) if path.exists() and path.stat().st_size > 0 else []
     states = []
     for task in tasks:
