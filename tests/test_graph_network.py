@@ -18,7 +18,7 @@ import graph_models as gm  # noqa: E402  (needs onnx)
 
 import autosched as asc  # noqa: E402
 from autosched.cli import main  # noqa: E402
-from autosched.graph import GraphBuilder, GraphError  # noqa: E402
+from autosched.graph import GraphError  # noqa: E402
 from autosched.records import Record, append_records, load_records  # noqa: E402
 from autosched.runner.measure import MeasureErrorNo  # noqa: E402
 from autosched.task import Task  # noqa: E402
@@ -48,56 +48,14 @@ def test_build_network_matches_onnxruntime(make: object) -> None:
     assert not any(b.tuned for b in net.built)  # no log: every task runs its default schedule
 
 
-def _hand_graph() -> tuple[asc.graph.Graph, dict[str, np.ndarray]]:
-    rng = np.random.default_rng(7)
-    w = {
-        "k": rng.standard_normal((6, 2, 3, 3)).astype(np.float32),
-        "b": rng.standard_normal(6).astype(np.float32),
-        "d": rng.standard_normal((5, 24)).astype(np.float32),
-    }
-    g = GraphBuilder("hand")
-    x, y = g.input("x", (1, 4, 6, 6)), g.input("y", (1, 6, 2, 2))
-    conv = g.conv2d(x, g.constant(w["k"], "k"), g.constant(w["b"], "b"), stride=2, pad=1, groups=2)
-    pooled = g.avg_pool2d(g.sigmoid(conv), kernel=2, stride=2, pad=1)  # (1, 6, 2, 2)
-    joined = g.concat([pooled, g.relu(g.add(y, y))], axis=1)  # (1, 12, 2, 2)
-    rows = g.reshape(joined, (2, 24))
-    dense = g.dense(rows, g.constant(w["d"], "d"))
-    square = g.batch_matmul(g.reshape(dense, (1, 2, 5)), g.reshape(g.gelu(dense), (1, 5, 2)))
-    g.output(g.softmax(square), g.max_pool2d(x, kernel=3, stride=1, pad=1))
-    return g.build(), w
-
-
-def _numpy_hand(x: np.ndarray, y: np.ndarray, w: dict[str, np.ndarray]) -> list[np.ndarray]:
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-    conv = np.zeros((1, 6, 3, 3))
-    for f in range(6):
-        g = f // 3
-        for i in range(3):
-            for j in range(3):
-                window = xp[0, 2 * g : 2 * g + 2, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3]
-                conv[0, f, i, j] = np.sum(window * w["k"][f])
-    act = 1 / (1 + np.exp(-(conv + w["b"][None, :, None, None])))
-    ap = np.pad(act, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    pooled = np.array([[[[ap[0, c, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2].sum() / 4 for j in range(2)]
-                         for i in range(2)] for c in range(6)]])
-    joined = np.concatenate([pooled, np.maximum(2 * y, 0)], axis=1).reshape(2, 24)
-    dense = joined @ w["d"].T.astype(np.float64)
-    gelu = 0.5 * dense * (1 + np.vectorize(math.erf)(dense / math.sqrt(2)))
-    square = dense @ gelu.reshape(5, 2)
-    e = np.exp(square - square.max(axis=1, keepdims=True))
-    xm = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
-    mx = np.max([xm[:, :, i : i + 6, j : j + 6] for i in range(3) for j in range(3)], axis=0)
-    return [(e / e.sum(axis=1, keepdims=True))[None], mx]
-
-
 @pytest.mark.requires("gcc")
 def test_a_hand_built_graph_with_two_inputs_and_outputs_matches_numpy() -> None:
-    graph, w = _hand_graph()
+    graph, w = gm.hand_graph()
     net = asc.build_network(graph)
     rng = np.random.default_rng(8)
     x, y = rng.standard_normal((1, 4, 6, 6)), rng.standard_normal((1, 6, 2, 2))
     outs = net(x, y)
-    refs = _numpy_hand(x.astype(np.float32), y.astype(np.float32), w)
+    refs = gm.hand_numpy(x.astype(np.float32), y.astype(np.float32), w)
     assert isinstance(outs, list) and len(outs) == 2
     for out, ref in zip(outs, refs, strict=True):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)

@@ -1,8 +1,9 @@
-"""``autosched tasks MODEL.onnx`` and ``autosched tune MODEL.onnx``: a network's tasks, tuned.
+"""``autosched tasks``, ``tune`` and ``export`` of a MODEL.onnx: a network's tasks, tuned, exported.
 
 ``tasks`` lists the fused workloads of a model (its tasks) with their FLOPs, weight (how often
 each occurs) and share of the model's FLOPs. ``tune`` with a ``.onnx`` file in place of a workload
-tunes all of them into one log, the trials shared by the task scheduler.
+tunes all of them into one log, the trials shared by the task scheduler; ``export`` writes the
+network as one C library (:mod:`autosched.graph.export`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 
+import numpy as np
+
 from ..diagnostics import printable
-from ..graph import extract_tasks, from_onnx, tune_network
+from ..graph import build_network, extract_tasks, from_onnx, tune_network
+from ..graph.export import export_network, write_network
 from ..graph.tuning import log_name
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
@@ -57,6 +61,21 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
         best = f"{t['best_ms']:.4f} ms" if t["best_ms"] is not None else "no valid program"
         print(f"  {printable(t['workload'], limit=200)}  x{t['weight']}: {t['trials']} trials, {best}")
     print(f"  estimated end-to-end latency: {result.latency_ms:.4f} ms; log {result.log}")
+    return 0
+
+
+def cmd_export_network(args: argparse.Namespace) -> int:
+    """``autosched export MODEL.onnx --log LOG --out DIR``: the network as one C library."""
+    graph = from_onnx(args.log)
+    export = export_network(graph, args.model_log, target=args.target or "c", portable=args.portable)
+    rng = np.random.default_rng(0)
+    sample = [rng.standard_normal(graph.shapes[v]).astype(np.float32) for v in graph.inputs]
+    outs = build_network(graph, args.model_log, target=args.target or "c")(*sample)
+    out = write_network(export, args.out, sample, outs if isinstance(outs, list) else [outs])
+    plan = export.plan
+    print(f"exported {printable(graph.name)}: {export.tasks} kernels ({export.tuned} tuned), workspace "
+          f"{plan.peak} bytes (intermediates and scratch: {plan.total} bytes) to {printable(str(out))}/; "
+          f"make -C {printable(str(out))} run")
     return 0
 
 
