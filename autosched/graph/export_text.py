@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..records.export import make_settings
+from ..records.makefile import make_settings
 from ..target import Target
 from .ir import Graph
 from .plan import Plan
