@@ -88,3 +88,13 @@ def test_the_workspace_reuses_bytes_of_buffers_whose_lifetimes_do_not_overlap() 
             if overlap_in_time:
                 lo_a, lo_b = plan.offsets[a], plan.offsets[b]
                 assert lo_a + sizes[a] <= lo_b or lo_b + sizes[b] <= lo_a, (a, b)
+
+
+@pytest.mark.requires("gcc", "make")
+def test_an_output_reached_through_a_reshape_is_copied_out(tmp_path: Path) -> None:
+    g = asc.GraphBuilder("flat")
+    g.output(g.flatten(g.relu(g.input("x", (2, 3, 4, 4)))))
+    x = np.random.default_rng(2).standard_normal((2, 3, 4, 4)).astype(np.float32)
+    out = write_network(export_network(g.build()), tmp_path / "flat", [x], [np.maximum(x, 0).reshape(2, 48)])
+    assert "ok: outputs match the reference" in _make_run(out)
+    assert "memcpy(outputs[0]" in (out / "model.c").read_text()
