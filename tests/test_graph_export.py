@@ -45,13 +45,18 @@ def test_the_cli_exports_a_model_whose_library_matches_onnxruntime(
 
 
 @pytest.mark.requires("gcc", "make")
-def test_a_strict_c99_export_of_a_graph_with_concat_reshape_and_two_outputs(tmp_path: Path) -> None:
+def test_a_strict_c99_export_with_a_weights_blob_of_a_graph_with_concat_reshape_and_two_outputs(
+    tmp_path: Path,
+) -> None:
     graph, w = gm.hand_graph()
     rng = np.random.default_rng(4)
     x, y = rng.standard_normal((1, 4, 6, 6)), rng.standard_normal((1, 6, 2, 2))
     refs = gm.hand_numpy(x.astype(np.float32), y.astype(np.float32), w)
-    export = export_network(graph, portable=True)
+    export = export_network(graph, portable=True, weights="blob")
     out = write_network(export, tmp_path / "hand", [x, y], refs)
+    blob = np.fromfile(out / "weights.bin", dtype="<f4")
+    assert blob.size == sum(a.size for a in w.values())
+    assert "model_weights[" not in (out / "weights.c").read_text()
     assert "ok: outputs match the reference" in _make_run(out, "CFLAGS=-O2 -pedantic-errors")
 
 

@@ -14,7 +14,7 @@
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
-    autosched export MODEL.onnx [--log LOG] --out DIR [--portable]
+    autosched export MODEL.onnx [--log LOG] --out DIR [--portable] [--weights c|blob]
                                            the whole network as one C library (model.c/.h)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
     autosched tasks MODEL.onnx [--json]    a model's tasks: fused workloads, FLOPs, weights, shares

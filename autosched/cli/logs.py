@@ -175,6 +175,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
     export.add_argument("--log", dest="model_log", metavar="LOG",
                         help="with MODEL.onnx in place of LOG: the tuning log of the model's tasks")
+    export.add_argument("--weights", choices=("c", "blob"), default="c",
+                        help="a model's weights as a C array (weights.c) or a binary file (weights.bin)")
     export.set_defaults(func=cmd_export)
     report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
     report.add_argument("log", help="tuning log (JSON lines)")

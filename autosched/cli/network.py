@@ -67,7 +67,8 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
 def cmd_export_network(args: argparse.Namespace) -> int:
     """``autosched export MODEL.onnx --log LOG --out DIR``: the network as one C library."""
     graph = from_onnx(args.log)
-    export = export_network(graph, args.model_log, target=args.target or "c", portable=args.portable)
+    export = export_network(graph, args.model_log, target=args.target or "c", portable=args.portable,
+                            weights=args.weights)
     rng = np.random.default_rng(0)
     sample = [rng.standard_normal(graph.shapes[v]).astype(np.float32) for v in graph.inputs]
     outs = build_network(graph, args.model_log, target=args.target or "c")(*sample)

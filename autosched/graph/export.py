@@ -3,7 +3,8 @@
     model.h / model.c    int model_run(const float *const *inputs, float *const *outputs, void *workspace)
     kernelN.c            one file per task: its best program from the log (else the default
                          schedule), scratch taken from the workspace
-    weights.c            the constants as one C array
+    weights.c            the constants as one C array (or ``weights.bin``, a float32 blob the
+                         application hands to ``model_set_weights`` before ``model_run``)
     main.c, Makefile     ``make run`` builds, checks the outputs against reference files and times it
 
 ``model_run`` allocates nothing: intermediate tensors and kernel scratch live in the caller's
@@ -40,6 +41,7 @@ class NetworkExport:
     plan: Plan
     tuned: int
     tasks: int
+    blob: bytes | None = None
 
 
 def _kernels(
@@ -62,7 +64,8 @@ def _kernels(
     return kernels, files, tuned
 
 
-def _weights_c(graph: Graph) -> tuple[str, dict[str, int]]:
+def _flat_weights(graph: Graph) -> tuple[np.ndarray, dict[str, int]]:
+    """All constants in one float32 array, and where each one starts in it."""
     offsets: dict[str, int] = {}
     chunks = []
     at = 0
@@ -70,14 +73,26 @@ def _weights_c(graph: Graph) -> tuple[str, dict[str, int]]:
         offsets[name] = at
         at += arr.size
         chunks.append(arr.astype(np.float32).reshape(-1))
-    flat = np.concatenate(chunks) if chunks else np.zeros(1, np.float32)
+    return (np.concatenate(chunks) if chunks else np.zeros(1, np.float32)), offsets
+
+
+def _weights_c(graph: Graph, flat: np.ndarray) -> str:
     bad = [name for name, arr in graph.constants.items() if not np.isfinite(arr).all()]
     if bad:
         raise ValueError(f"constants {bad[:3]} hold NaN or infinity: cannot write them as C numbers")
     rows = [", ".join(f"{v!r}f" for v in flat[i : i + 8].tolist())
             for i in range(0, flat.size, 8)]
     body = ",\n  ".join(rows)
-    return f'#include "model.h"\n\nconst float model_weights[{flat.size}] = {{\n  {body}\n}};\n', offsets
+    return f'#include "model.h"\n\nconst float model_weights[{flat.size}] = {{\n  {body}\n}};\n'
+
+
+BLOB_C = """\
+#include "model.h"
+
+const float* model_weights = 0;
+
+void model_set_weights(const float* weights) { model_weights = weights; }
+"""
 
 
 class _ModelC:
@@ -136,27 +151,35 @@ class _ModelC:
 
 
 def export_network(
-    graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c", portable: bool = False
+    graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c", portable: bool = False,
+    weights: str = "c",
 ) -> NetworkExport:
-    """The C library files of ``graph`` with each task's best program in ``log``."""
+    """The C library files of ``graph`` with each task's best program in ``log``; ``weights`` ``c``
+    (a C array in weights.c) or ``blob`` (weights.bin, handed over by ``model_set_weights``)."""
+    if weights not in ("c", "blob"):
+        raise ValueError(f"weights must be 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
     tgt = Target.parse(target)
     steps = fuse(graph)
     kernels, files, tuned = _kernels(graph, log, tgt, portable)
     scratch = [kernels[g.workload][1] if g.workload is not None else 0 for g in steps]
     plan = plan_memory(graph, steps, scratch)
-    weights_text, weights = _weights_c(graph)
-    files["weights.c"] = weights_text
-    files["model.c"] = _ModelC(graph, plan, weights).text(steps, kernels)
-    files["model.h"] = model_h(graph, plan)
+    flat, offsets = _flat_weights(graph)
+    files["weights.c"] = _weights_c(graph, flat) if weights == "c" else BLOB_C
+    files["model.c"] = _ModelC(graph, plan, offsets).text(steps, kernels)
+    files["model.h"] = model_h(graph, plan, flat.size if weights == "blob" else None)
     files["main.c"] = MAIN_C
     files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)
-    return NetworkExport(files, plan, tuned, len(kernels))
+    blob = flat.astype("<f4").tobytes() if weights == "blob" else None
+    return NetworkExport(files, plan, tuned, len(kernels), blob)
 
 
 def write_network(export: NetworkExport, out_dir: str | os.PathLike[str], samples: list[np.ndarray],
                   references: list[np.ndarray]) -> Path:
-    """Write the files, the sample inputs (``inputN.bin``) and reference outputs (``referenceN.bin``)."""
+    """Write the files (and weights.bin), the sample inputs (``inputN.bin``) and reference outputs
+    (``referenceN.bin``)."""
     out = write_files(export.files, Path(out_dir))
+    if export.blob is not None:
+        (out / "weights.bin").write_bytes(export.blob)
     for kind, arrays in (("input", samples), ("reference", references)):
         for i, a in enumerate(arrays):
             (out / f"{kind}{i}.bin").write_bytes(np.ascontiguousarray(a, dtype=np.float32).tobytes())

@@ -10,8 +10,15 @@ from .ir import Graph
 from .plan import Plan
 
 
-def model_h(graph: Graph, plan: Plan) -> str:
-    """The header: sizes of the inputs, outputs and workspace, and ``model_run``."""
+def model_h(graph: Graph, plan: Plan, blob: int | None = None) -> str:
+    """The header: sizes of the inputs, outputs and workspace, and ``model_run``; with ``blob``
+    (the float count of weights.bin), ``model_set_weights`` too."""
+    weights = "extern const float model_weights[];" if blob is None else (
+        f"#define MODEL_WEIGHTS_BLOB {blob}  /* floats in weights.bin */\n"
+        "extern const float* model_weights;\n"
+        "/* the weights (weights.bin, float32 little-endian), before the first model_run */\n"
+        "void model_set_weights(const float* weights);"
+    )
     ins = ", ".join(str(math.prod(graph.shapes[v])) for v in graph.inputs)
     outs = ", ".join(str(math.prod(graph.shapes[v])) for v in graph.outputs)
     return f"""\
@@ -27,7 +34,7 @@ def model_h(graph: Graph, plan: Plan) -> str:
 static const long model_input_sizes[MODEL_NUM_INPUTS] = {{{ins}}};
 static const long model_output_sizes[MODEL_NUM_OUTPUTS] = {{{outs}}};
 
-extern const float model_weights[];
+{weights}
 
 /* run the network: float32 inputs and outputs (C order), workspace of MODEL_WORKSPACE_BYTES
    aligned to 64 bytes; returns 0. Allocates nothing. */
@@ -50,7 +57,7 @@ static float* load(const char* kind, int i, long n) {
   char path[64];
   FILE* f;
   float* data = (float*)malloc(sizeof(float) * (size_t)n);
-  sprintf(path, "%s%d.bin", kind, i);
+  if (i < 0) sprintf(path, "%s.bin", kind); else sprintf(path, "%s%d.bin", kind, i);
   f = fopen(path, "rb");
   if (!data || !f || fread(data, sizeof(float), (size_t)n, f) != (size_t)n) {
     fprintf(stderr, "cannot read %ld floats from %s\\n", n, path);
@@ -77,6 +84,9 @@ int main(void) {
   for (i = 0; i < MODEL_NUM_OUTPUTS; ++i)
     outputs[i] = (float*)malloc(sizeof(float) * (size_t)model_output_sizes[i]);
   if (posix_memalign(&workspace, 64, MODEL_WORKSPACE_BYTES) != 0) return 2;
+#ifdef MODEL_WEIGHTS_BLOB
+  model_set_weights(load("weights", -1, MODEL_WEIGHTS_BLOB));
+#endif
   if (model_run(inputs, outputs, workspace) != 0) { fprintf(stderr, "model_run failed\\n"); return 1; }
   for (i = 0; i < MODEL_NUM_OUTPUTS; ++i) {
     float* ref = load("reference", i, model_output_sizes[i]);
