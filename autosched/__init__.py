@@ -57,6 +57,7 @@ from .expr import (
     tanh,
     var,
 )
+from .graph import GraphBuilder, build_network, from_onnx, tune_network
 from .ops import Workload, get_workload, list_workloads, workload
 from .records import load_records
 from .runner.measure import MeasureErrorNo, MeasureOption
@@ -131,6 +132,10 @@ __all__ = [
     "tune",
     "var",
     "Workload",
+    "GraphBuilder",
+    "build_network",
+    "from_onnx",
+    "tune_network",
     "get_workload",
     "list_workloads",
     "workload",

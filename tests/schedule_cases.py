@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from graph_schedule_cases import NETWORK_RECIPES, NETWORK_SHAPES
 from repro import reproducible
 
 import autosched as asc
@@ -1062,6 +1063,10 @@ class Case:
         self.recipe.apply(s, wl)
         return wl, s
 
+
+# the network workloads (autosched.graph): generic recipes, see graph_schedule_cases
+RECIPES.extend(Recipe(op, name, fn) for op, name, fn in NETWORK_RECIPES)
+SHAPES.update(NETWORK_SHAPES)
 
 CASES: list[Case] = [
     Case(r.op, sid, args, r)

@@ -31,6 +31,7 @@ OPTIONAL_PACKAGES = {
     "cuda",
     "threadpoolctl",
     "torch",
+    "onnx",
 }
 
 #: (file, module) of lazy imports of autosched modules inside functions, each with its reason.

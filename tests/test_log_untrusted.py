@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
 from autosched.records import NoRecordError, Record, RecordError, RecordWarning, load_best, load_records
-from autosched.records.export import _make_words, export_files, export_kernel
+from autosched.records.export import export_files, export_kernel
+from autosched.records.makefile import make_words
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.search import tune
 from autosched.space.generated import SketchSpace
@@ -153,8 +154,8 @@ def test_a_newline_in_the_target_never_reaches_the_makefile(
 )
 def test_makefile_variables_hold_plain_words_only(word: str) -> None:
     with pytest.raises(ValueError, match="refusing to write"):
-        _make_words(["-O2", word])
-    assert _make_words(["-O3", "-march=native", "--target=aarch64-linux-gnu"]) == (
+        make_words(["-O2", word])
+    assert make_words(["-O3", "-march=native", "--target=aarch64-linux-gnu"]) == (
         "-O3 -march=native --target=aarch64-linux-gnu"
     )
 

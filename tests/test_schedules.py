@@ -29,7 +29,10 @@ def test_schedule_matches_reference(case: Case) -> None:
 
 
 BUILTIN_OPERATORS = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw",
-                     "max_pool2d", "avg_pool2d", "softmax", "relu", "add"}
+                     "max_pool2d", "avg_pool2d", "softmax", "relu", "add",
+                     # the network workloads of autosched.graph (their recipes: graph_schedule_cases)
+                     "fused_conv2d", "fused_dense", "fused_batch_matmul", "fused_elementwise",
+                     "global_avg_pool2d"}
 
 
 def test_every_builtin_operator_has_schedules() -> None:

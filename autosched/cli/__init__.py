@@ -14,7 +14,12 @@
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
+    autosched export MODEL.onnx [--log LOG] --out DIR [--portable] [--weights c|blob]
+                                           the whole network as one C library (model.c/.h)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
+    autosched tasks MODEL.onnx [--json]    a model's tasks: fused workloads, FLOPs, weights, shares
+    autosched tune MODEL.onnx [--trials N] [--log FILE] [--scheduler gradient|round-robin]
+                                           tune all of a model's tasks into one log
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
@@ -35,10 +40,10 @@ from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, db, logs, tune
+from . import basic, db, logs, network, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, logs, db)
+COMMANDS = (basic, tune, network, logs, db)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (

@@ -18,6 +18,7 @@ from ..records.report import Summary, model_quality_table, report_table, summari
 from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
+from .network import cmd_export_network, is_model
 
 
 def _load(path: str) -> list[Record]:
@@ -97,6 +98,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{args.out} exists and is not an empty directory (--force to write into it)")
+    if is_model(args.log):
+        return cmd_export_network(args)
     summaries = _select(args)
     if len(summaries) > 1:
         held = "; ".join(_label(s, summaries) for s in summaries)
@@ -170,6 +173,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--name", help="the kernel's C name (default: WORKLOAD_kernel)")
     export.add_argument("--portable", action="store_true", help="strict C99: no vector extensions or OpenMP")
     export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+    export.add_argument("--log", dest="model_log", metavar="LOG",
+                        help="with MODEL.onnx in place of LOG: the tuning log of the model's tasks")
+    export.add_argument("--weights", choices=("c", "blob"), default="c",
+                        help="a model's weights as a C array (weights.c) or a binary file (weights.bin)")
     export.set_defaults(func=cmd_export)
     report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
     report.add_argument("log", help="tuning log (JSON lines)")

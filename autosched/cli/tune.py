@@ -13,9 +13,12 @@ from ..search.learning import check_model_name
 from ..search.tune import DEFAULT_TUNERS
 from ..task import Task
 from .basic import parse_value
+from .network import add_tune_options, cmd_tune_network, is_model
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    if is_model(args.workload):
+        return cmd_tune_network(args)
     task = Task(args.workload, tuple(parse_value(a) for a in args.args), target=args.target)
     option = MeasureOption(
         number=args.number,
@@ -81,7 +84,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``tune`` subcommand."""
     p = sub.add_parser("tune", help="tune a workload: search programs, measure them, log every trial")
-    p.add_argument("workload")
+    p.add_argument("workload", help="a workload name, or an ONNX model file (MODEL.onnx: all its tasks)")
     p.add_argument("args", nargs="*", help="workload arguments, e.g. 512 512 512")
     p.add_argument("--target", default="c", help="target string (default: c, the host CPU)")
     p.add_argument(
@@ -120,4 +123,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-timeout", type=float, default=20.0, help="seconds per measurement")
     p.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_tune_options(p)
     p.set_defaults(func=cmd_tune)

@@ -1,0 +1,30 @@
+"""Whole networks: a graph of operators, its fused tasks, and the network built from them.
+
+    graph = asc.from_onnx("model.onnx")            # or GraphBuilder for a graph written by hand
+    for t in asc.graph.extract_tasks(graph): ...   # distinct fused workloads with weights
+    net = asc.build_network(graph, log="model.jsonl")
+"""
+
+from . import fused  # noqa: F401  (importing registers the fused workloads)
+from .fusion import Group, TaskInfo, extract_tasks, fuse
+from .ir import Graph, GraphBuilder, GraphError, Node
+from .network import Network, build_network, network_tasks
+from .onnx_import import from_onnx
+from .tuning import NetworkTuneResult, tune_network
+
+__all__ = [
+    "Graph",
+    "GraphBuilder",
+    "GraphError",
+    "Group",
+    "Network",
+    "NetworkTuneResult",
+    "Node",
+    "TaskInfo",
+    "build_network",
+    "extract_tasks",
+    "from_onnx",
+    "fuse",
+    "network_tasks",
+    "tune_network",
+]

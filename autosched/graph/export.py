@@ -1,0 +1,186 @@
+"""A whole network as one standalone C library: ``autosched export MODEL.onnx --log LOG --out DIR``.
+
+    model.h / model.c    int model_run(const float *const *inputs, float *const *outputs, void *workspace)
+    kernelN.c            one file per task: its best program from the log (else the default
+                         schedule), scratch taken from the workspace
+    weights.c            the constants as one C array (or ``weights.bin``, a float32 blob the
+                         application hands to ``model_set_weights`` before ``model_run``)
+    main.c, Makefile     ``make run`` builds, checks the outputs against reference files and times it
+
+``model_run`` allocates nothing: intermediate tensors and kernel scratch live in the caller's
+workspace of ``MODEL_WORKSPACE_BYTES``, planned statically by lifetime (:mod:`.plan`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..database.apply import find_best
+from ..ops import Workload
+from ..ops.schedules import default_schedule
+from ..records.export import write_files
+from ..target import Target
+from ..task import Task
+from .export_text import MAIN_C, makefile, model_h
+from .fusion import Group, fuse
+from .ir import Graph
+from .network import network_tasks
+from .plan import Plan, kernel_source, plan_memory
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkExport:
+    """The files of an exported network, its workspace plan and how many tasks came from the log."""
+
+    files: dict[str, str]
+    plan: Plan
+    tuned: int
+    tasks: int
+    blob: bytes | None = None
+
+
+def _kernels(
+    graph: Graph, log: str | os.PathLike[str] | None, target: Target, portable: bool
+) -> tuple[dict[Workload, tuple[str, int]], dict[str, str], int]:
+    """Per workload (kernel name, scratch bytes); the kernel files; tasks taken from the log."""
+    kernels: dict[Workload, tuple[str, int]] = {}
+    files: dict[str, str] = {}
+    tuned = 0
+    for i, task in enumerate(network_tasks(graph, str(target))):
+        record = find_best(task, log=log, db=False).record if log is not None else None
+        steps = record.steps if record is not None else default_schedule(task.workload, target)[0].steps
+        tuned += record is not None
+        name = f"model_k{i}"
+        func = Task(task.workload, target=target).lowered(steps, name).func()
+        threads = 1 if portable else (target.num_threads or 1)
+        source, scratch = kernel_source(func, portable, threads, target.vector_bytes or 16)
+        files[f"kernel{i}.c"] = f"/* {task.workload} */\n{source}"
+        kernels[task.workload] = (name, scratch)
+    return kernels, files, tuned
+
+
+def _flat_weights(graph: Graph) -> tuple[np.ndarray, dict[str, int]]:
+    """All constants in one float32 array, and where each one starts in it."""
+    offsets: dict[str, int] = {}
+    chunks = []
+    at = 0
+    for name, arr in graph.constants.items():
+        offsets[name] = at
+        at += arr.size
+        chunks.append(arr.astype(np.float32).reshape(-1))
+    return (np.concatenate(chunks) if chunks else np.zeros(1, np.float32)), offsets
+
+
+def _weights_c(graph: Graph, flat: np.ndarray) -> str:
+    bad = [name for name, arr in graph.constants.items() if not np.isfinite(arr).all()]
+    if bad:
+        raise ValueError(f"constants {bad[:3]} hold NaN or infinity: cannot write them as C numbers")
+    rows = [", ".join(f"{v!r}f" for v in flat[i : i + 8].tolist())
+            for i in range(0, flat.size, 8)]
+    body = ",\n  ".join(rows)
+    return f'#include "model.h"\n\nconst float model_weights[{flat.size}] = {{\n  {body}\n}};\n'
+
+
+BLOB_C = """\
+#include "model.h"
+
+const float* model_weights = 0;
+
+void model_set_weights(const float* weights) { model_weights = weights; }
+"""
+
+
+class _ModelC:
+    """Writes model.c: one call per step, each value at its planned place."""
+
+    def __init__(self, graph: Graph, plan: Plan, weights: dict[str, int]) -> None:
+        self.graph, self.plan, self.weights = graph, plan, weights
+
+    def ptr(self, value: str) -> str:
+        g = self.graph
+        if value in g.outputs:
+            return f"outputs[{g.outputs.index(value)}]"
+        root = self.plan.roots.get(value, value)
+        if root in g.inputs:
+            return f"((float*)inputs[{g.inputs.index(root)}])"
+        if root in g.constants:
+            return f"((float*)(model_weights + {self.weights[root]}))"
+        if root in g.outputs:
+            return f"outputs[{g.outputs.index(root)}]"
+        return f"((float*)(ws + {self.plan.offsets[root]}))"
+
+    def step(self, i: int, g: Group, kernels: dict[Workload, tuple[str, int]]) -> list[str]:
+        node = g.nodes[0]
+        if g.workload is not None:
+            name, scratch = kernels[g.workload]
+            args = [self.ptr(v) for v in g.inputs] + [self.ptr(g.output), f"ws + {self.plan.scratch[i]}"]
+            return [f"  if ({name}({', '.join(args)}) != 0) return -1;"]
+        if node.op == "reshape":
+            if g.output in self.graph.outputs:
+                n = math.prod(self.graph.shapes[g.output])
+                return [f"  memcpy({self.ptr(g.output)}, {self.ptr(g.inputs[0])}, sizeof(float) * {n});"]
+            return []
+        axis = node.attr("axis")
+        out_shape = self.graph.shapes[g.output]
+        outer = math.prod(out_shape[:axis])
+        row = math.prod(out_shape[axis:])
+        lines, col = [], 0
+        for v in g.inputs:
+            part = math.prod(self.graph.shapes[v][axis:])
+            dst, src = f"{self.ptr(g.output)} + o * {row} + {col}", f"{self.ptr(v)} + o * {part}"
+            lines.append(f"  for (int o = 0; o < {outer}; ++o) memcpy({dst}, {src}, sizeof(float) * {part});")
+            col += part
+        return lines
+
+    def text(self, steps: list[Group], kernels: dict[Workload, tuple[str, int]]) -> str:
+        protos = [f"int {name}({', '.join(['float*'] * (len(wl.inputs) + 1))}, unsigned char*);"
+                  for wl, (name, _) in kernels.items()]
+        body = [line for i, g in enumerate(steps) for line in self.step(i, g, kernels)]
+        return "\n".join([
+            '#include <string.h>\n#include "model.h"\n', *protos, "",
+            "int model_run(const float* const* inputs, float* const* outputs, void* workspace) {",
+            "  unsigned char* ws = (unsigned char*)workspace;",
+            "  (void)inputs; (void)ws;",
+            *body, "  return 0;", "}", "",
+        ])
+
+
+def export_network(
+    graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c", portable: bool = False,
+    weights: str = "c",
+) -> NetworkExport:
+    """The C library files of ``graph`` with each task's best program in ``log``; ``weights`` ``c``
+    (a C array in weights.c) or ``blob`` (weights.bin, handed over by ``model_set_weights``)."""
+    if weights not in ("c", "blob"):
+        raise ValueError(f"weights must be 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
+    tgt = Target.parse(target)
+    steps = fuse(graph)
+    kernels, files, tuned = _kernels(graph, log, tgt, portable)
+    scratch = [kernels[g.workload][1] if g.workload is not None else 0 for g in steps]
+    plan = plan_memory(graph, steps, scratch)
+    flat, offsets = _flat_weights(graph)
+    files["weights.c"] = _weights_c(graph, flat) if weights == "c" else BLOB_C
+    files["model.c"] = _ModelC(graph, plan, offsets).text(steps, kernels)
+    files["model.h"] = model_h(graph, plan, flat.size if weights == "blob" else None)
+    files["main.c"] = MAIN_C
+    files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)
+    blob = flat.astype("<f4").tobytes() if weights == "blob" else None
+    return NetworkExport(files, plan, tuned, len(kernels), blob)
+
+
+def write_network(export: NetworkExport, out_dir: str | os.PathLike[str], samples: list[np.ndarray],
+                  references: list[np.ndarray]) -> Path:
+    """Write the files (and weights.bin), the sample inputs (``inputN.bin``) and reference outputs
+    (``referenceN.bin``)."""
+    out = write_files(export.files, Path(out_dir))
+    if export.blob is not None:
+        (out / "weights.bin").write_bytes(export.blob)
+    for kind, arrays in (("input", samples), ("reference", references)):
+        for i, a in enumerate(arrays):
+            (out / f"{kind}{i}.bin").write_bytes(np.ascontiguousarray(a, dtype=np.float32).tobytes())
+    return out

@@ -1,0 +1,179 @@
+"""Fused workloads: one complex operator (or an elementwise chain) with its epilogue.
+
+These are the workloads a network's tasks are made of. Each is registered like a built-in, so a
+fused subgraph is a :class:`~autosched.ops.Workload` with JSON-scalar arguments: it is tuned,
+logged and rebuilt like any operator. The epilogue (see :mod:`.epilogue`) is an argument, so
+``fused_conv2d(1,64,56,56,64,3,3,1,1,1,'bias,add,relu')`` is a ResNet block's second convolution.
+
+Input order: the operator's inputs (data, then weight), then one input per ``bias``/``add``
+epilogue step, in order. Every reference is plain numpy, written apart from the te DAG.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import expr as te
+from ..expr import Expr, Tensor
+from ..ops.common import accumulator, check_positive, conv_out_size, pad_nchw, scaled, windows
+from ..ops.registry import workload
+from ..ops.schedules import SCHEDULES
+from . import epilogue as epi
+
+
+def _conv_ref(
+    data: np.ndarray, kernel: np.ndarray, *extras: np.ndarray,
+    stride: int, pad: int, groups: int, epilogue: str,
+) -> np.ndarray:
+    acc = accumulator(data.dtype.name)
+    x: np.ndarray = np.pad(data.astype(acc), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, w = data.shape
+    k, cg, r, s = kernel.shape
+    p = conv_out_size("fused_conv2d", h, r, stride, pad, 1)
+    q = conv_out_size("fused_conv2d", w, s, stride, pad, 1)
+    kg = k // groups
+    out: np.ndarray = np.zeros((n, k, p, q), dtype=acc)
+    for g in range(groups):
+        xs = x[:, g * cg : (g + 1) * cg]
+        ws: np.ndarray = kernel[g * kg : (g + 1) * kg].astype(acc)
+        for ry in range(r):
+            for rx in range(s):
+                tap = windows(xs, (2, 3), (ry, rx), (p, q), stride, 1)
+                out[:, g * kg : (g + 1) * kg] += np.einsum("nchw,kc->nkhw", tap, ws[:, :, ry, rx])
+    return epi.reference(out, epilogue, 1, extras)
+
+
+def _epilogue_flops(size: int, epilogue: str) -> int:
+    return size * len(epi.parse(epilogue))
+
+
+def _conv_flops(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int, groups: int, epilogue: str,
+    *_: object,
+) -> int:
+    p = conv_out_size("fused_conv2d", H, R, stride, pad, 1)
+    q = conv_out_size("fused_conv2d", W, S, stride, pad, 1)
+    return 2 * N * K * p * q * (C // groups) * R * S + _epilogue_flops(N * K * p * q, epilogue)
+
+
+@workload("fused_conv2d", reference=_conv_ref, flops=_conv_flops)
+def fused_conv2d(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int = 1, pad: int = 0, groups: int = 1,
+    epilogue: str = "", dtype: str = "float32",
+) -> list[Tensor]:
+    """NCHW grouped convolution (groups == C == K: depthwise) of data(N, C, H, W) with
+    kernel(K, C/groups, R, S), then the epilogue; stages pad, conv, then one per epilogue step."""
+    check_positive("fused_conv2d", N=N, C=C, H=H, W=W, K=K, R=R, S=S, groups=groups)
+    if C % groups or K % groups:
+        raise ValueError(f"fused_conv2d: groups ({groups}) must divide C ({C}) and K ({K})")
+    p = conv_out_size("fused_conv2d", H, R, stride, pad, 1)
+    q = conv_out_size("fused_conv2d", W, S, stride, pad, 1)
+    cg, kg = C // groups, K // groups
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    kernel = te.placeholder((K, cg, R, S), dtype, name="kernel")
+    src = pad_nchw(data, pad, 0) if pad > 0 else data
+    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
+
+    def body(n: Expr, f: Expr, y: Expr, x: Expr) -> Expr:
+        h = scaled(y, stride) + ry.var
+        w = scaled(x, stride) + rx.var
+        c = rc.var if groups == 1 else (f // kg) * cg + rc.var
+        return te.sum(src[n, c, h, w] * kernel[f, rc, ry, rx], axis=[rc, ry, rx])
+
+    conv = te.compute((N, K, p, q), body, name="conv")
+    extras, out = epi.build(conv, epilogue, 1)
+    return [data, kernel, *extras, out]
+
+
+def _dense_ref(data: np.ndarray, weight: np.ndarray, *extras: np.ndarray, epilogue: str) -> np.ndarray:
+    acc = accumulator(data.dtype.name)
+    return epi.reference(data.astype(acc) @ weight.astype(acc).T, epilogue, 1, extras)
+
+
+def _dense_flops(M: int, N: int, K: int, epilogue: str, *_: object) -> int:
+    return 2 * M * N * K + _epilogue_flops(M * N, epilogue)
+
+
+@workload("fused_dense", reference=_dense_ref, flops=_dense_flops)
+def fused_dense(M: int, N: int, K: int, epilogue: str = "", dtype: str = "float32") -> list[Tensor]:
+    """out(M, N) = epilogue(data(M, K) @ weight(N, K).T); the bias is per column."""
+    check_positive("fused_dense", M=M, N=N, K=K)
+    data = te.placeholder((M, K), dtype, name="data")
+    weight = te.placeholder((N, K), dtype, name="weight")
+    k = te.reduce_axis(K, name="k")
+    mm = te.compute((M, N), lambda i, j: te.sum(data[i, k] * weight[j, k], axis=k), name="dense")
+    extras, out = epi.build(mm, epilogue, 1)
+    return [data, weight, *extras, out]
+
+
+def _bmm_ref(a: np.ndarray, b: np.ndarray, *extras: np.ndarray, epilogue: str) -> np.ndarray:
+    acc = accumulator(a.dtype.name)
+    return epi.reference(np.einsum("bik,bkj->bij", a.astype(acc), b.astype(acc)), epilogue, 2, extras)
+
+
+def _bmm_flops(batch: int, M: int, N: int, K: int, epilogue: str, *_: object) -> int:
+    return 2 * batch * M * N * K + _epilogue_flops(batch * M * N, epilogue)
+
+
+@workload("fused_batch_matmul", reference=_bmm_ref, flops=_bmm_flops)
+def fused_batch_matmul(
+    batch: int, M: int, N: int, K: int, epilogue: str = "", dtype: str = "float32"
+) -> list[Tensor]:
+    """C(batch, M, N) = epilogue(A(batch, M, K) @ B(batch, K, N)); the bias is per column."""
+    check_positive("fused_batch_matmul", batch=batch, M=M, N=N, K=K)
+    A = te.placeholder((batch, M, K), dtype, name="A")
+    B = te.placeholder((batch, K, N), dtype, name="B")
+    k = te.reduce_axis(K, name="k")
+    C = te.compute((batch, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+    extras, out = epi.build(C, epilogue, 2)
+    return [A, B, *extras, out]
+
+
+def _elementwise_ref(data: np.ndarray, *extras: np.ndarray, epilogue: str) -> np.ndarray:
+    return epi.reference(data, epilogue, 1, extras)
+
+
+def _elementwise_flops(outer: int, channels: int, inner: int, epilogue: str, *_: object) -> int:
+    return _epilogue_flops(outer * channels * inner, epilogue)
+
+
+@workload("fused_elementwise", reference=_elementwise_ref, flops=_elementwise_flops)
+def fused_elementwise(
+    outer: int, channels: int, inner: int, epilogue: str = "relu", dtype: str = "float32"
+) -> list[Tensor]:
+    """out = epilogue(data) over data(outer, channels, inner), the bias per channel: an
+    elementwise chain that follows no complex operator (a tensor of any rank, viewed in 3-D)."""
+    check_positive("fused_elementwise", outer=outer, channels=channels, inner=inner)
+    if not epi.parse(epilogue):
+        raise ValueError("fused_elementwise: the epilogue must have at least one step")
+    data = te.placeholder((outer, channels, inner), dtype, name="data")
+    copy = te.compute((outer, channels, inner), lambda *ix: data[ix], name="load")
+    extras, out = epi.build(copy, epilogue, 1)
+    return [data, *extras, out]
+
+
+def _global_pool_ref(data: np.ndarray) -> np.ndarray:
+    return data.astype(accumulator(data.dtype.name)).mean(axis=(2, 3), keepdims=True)
+
+
+def _global_pool_flops(N: int, C: int, H: int, W: int, *_: object) -> int:
+    return N * C * (H * W + 1)
+
+
+@workload("global_avg_pool2d", reference=_global_pool_ref, flops=_global_pool_flops)
+def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") -> list[Tensor]:
+    """pool(N, C, 1, 1): the mean of each channel of data(N, C, H, W); stages pool_sum, pool."""
+    check_positive("global_avg_pool2d", N=N, C=C, H=H, W=W)
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    ry, rx = te.reduce_axis(H, "ry"), te.reduce_axis(W, "rx")
+    total = te.compute(
+        (N, C, 1, 1), lambda n, c, y, x: te.sum(data[n, c, ry, rx], axis=[ry, rx]), name="pool_sum"
+    )
+    scale = te.const(1.0 / (H * W), dtype)
+    return [data, te.compute((N, C, 1, 1), lambda n, c, y, x: total[n, c, y, x] * scale, name="pool")]
+
+
+#: fused workloads start from the naive schedule with their epilogue inlined
+SCHEDULES.update(dict.fromkeys(
+    ("fused_conv2d", "fused_dense", "fused_batch_matmul", "fused_elementwise"), epi.inline_default
+))

@@ -1,0 +1,154 @@
+"""Operator fusion (the TVM paper's rules) and task extraction.
+
+A complex operator (conv2d, dense, batch_matmul) absorbs the chain of elementwise operators that
+follows it (bias add, residual add, ReLU, GELU, sigmoid) while each link has exactly one reader
+and is not a graph output: the chain becomes the epilogue of one fused workload. An elementwise
+chain that follows no complex operator is one ``fused_elementwise`` workload; pooling and softmax
+are workloads of their own; reshape and concat are done by the network runtime (a view, a copy).
+Identical workloads are one task whose weight is how often it occurs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from ..ops import Workload, get_workload
+from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, Graph, GraphError, Node
+
+#: the channel axis of each anchor's output (where a bias broadcasts)
+_CHANNEL_AXIS = {"conv2d": 1, "dense": 1, "batch_matmul": 2}
+_STEP = {"bias_add": "bias", "add": "add", "relu": "relu", "gelu": "gelu", "sigmoid": "sigmoid"}
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One fused subgraph: its nodes, the graph values its kernel reads (in the workload's input
+    order) and writes, and its workload (None for a layout operator done by the runtime)."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[str, ...]
+    output: str
+    workload: Workload | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    """One distinct workload of a graph: how often it occurs and its share of the graph's FLOPs."""
+
+    workload: Workload
+    flops: int
+    weight: int
+    share: float
+
+
+def _chain(
+    graph: Graph, start: Node, axis: int, users: dict[str, list[Node]], taken: set[str]
+) -> tuple[list[Node], list[str]]:
+    """The elementwise nodes not ``taken`` by another group that fuse after ``start``, and the
+    extra inputs they read."""
+    nodes: list[Node] = []
+    extras: list[str] = []
+    outputs = set(graph.outputs)
+    value = start.output
+    while value not in outputs and len(users[value]) == 1:
+        nxt = users[value][0]
+        if nxt.op not in ELEMENTWISE_OPS or nxt.inputs.count(value) != 1 or nxt.output in taken:
+            break
+        if nxt.op == "bias_add" and (nxt.inputs[0] != value or nxt.attr("axis") != axis):
+            break
+        nodes.append(nxt)
+        extras.extend(v for v in nxt.inputs if v != value)
+        value = nxt.output
+    return nodes, extras
+
+
+def _epilogue(nodes: list[Node]) -> str:
+    return ",".join(_STEP[n.op] for n in nodes)
+
+
+def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
+    shape = graph.shapes
+    if node.op == "conv2d":
+        n, c, h, w = shape[node.inputs[0]]
+        k, _, r, s = shape[node.inputs[1]]
+        args = (n, c, h, w, k, r, s, node.attr("stride"), node.attr("pad"), node.attr("groups"), epilogue)
+        return get_workload("fused_conv2d", args)
+    if node.op == "dense":
+        (m, k), (n, _) = shape[node.inputs[0]], shape[node.inputs[1]]
+        return get_workload("fused_dense", (m, n, k, epilogue))
+    (b, m, k), (_, _, n) = shape[node.inputs[0]], shape[node.inputs[1]]
+    return get_workload("fused_batch_matmul", (b, m, n, k, epilogue))
+
+
+def _single_workload(graph: Graph, node: Node) -> Workload:
+    shape = graph.shapes[node.inputs[0]]
+    if node.op in ("max_pool2d", "avg_pool2d"):
+        return get_workload(node.op, (*shape, node.attr("kernel"), node.attr("stride"), node.attr("pad")))
+    if node.op == "global_avg_pool2d":
+        return get_workload("global_avg_pool2d", shape)
+    if node.op == "softmax":
+        return get_workload("softmax", (math.prod(shape[:-1]), shape[-1]))
+    raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
+
+
+def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]], taken: set[str]) -> Group:
+    shape = graph.shapes[start.output]
+    axis = start.attr("axis") if start.op == "bias_add" else min(1, len(shape) - 1)
+    data = start.inputs[0]
+    nodes = [start]
+    extras = list(start.inputs[1:])
+    more, more_extras = _chain(graph, start, axis, users, taken)
+    nodes += more
+    extras += more_extras
+    view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
+    wl = get_workload("fused_elementwise", (*view, _epilogue(nodes)))
+    return Group(tuple(nodes), (data, *extras), nodes[-1].output, wl)
+
+
+def fuse(graph: Graph) -> list[Group]:
+    """The graph's fused groups, in an order that runs (every group after the groups it reads)."""
+    users = graph.consumers()
+    taken: set[str] = set()
+    groups: list[Group] = []
+    for node in graph.nodes:
+        if node.output in taken:
+            continue
+        if node.op in COMPLEX_OPS:
+            chain, extras = _chain(graph, node, _CHANNEL_AXIS[node.op], users, taken)
+            wl = _anchor_workload(graph, node, _epilogue(chain))
+            group = Group((node, *chain), (*node.inputs, *extras), (chain[-1] if chain else node).output, wl)
+        elif node.op in ELEMENTWISE_OPS:
+            group = _elementwise_group(graph, node, users, taken)
+        elif node.op in LAYOUT_OPS:
+            group = Group((node,), node.inputs, node.output, None)
+        else:
+            group = Group((node,), node.inputs, node.output, _single_workload(graph, node))
+        taken.update(n.output for n in group.nodes)
+        groups.append(group)
+    return _ordered(graph, groups)
+
+
+def _ordered(graph: Graph, groups: list[Group]) -> list[Group]:
+    """``groups`` sorted so that each one comes after those that make its inputs."""
+    ready = set(graph.inputs) | set(graph.constants)
+    pending, ordered = list(groups), []
+    while pending:
+        runnable = [g for g in pending if all(v in ready for v in g.inputs)]
+        if not runnable:
+            raise GraphError(f"graph {graph.name!r} has a cycle through {pending[0].nodes[0].name!r}")
+        for g in runnable:
+            ordered.append(g)
+            ready.add(g.output)
+        done = {id(g) for g in runnable}
+        pending = [g for g in pending if id(g) not in done]
+    return ordered
+
+
+def extract_tasks(graph: Graph) -> list[TaskInfo]:
+    """The graph's distinct workloads in order of first use, each with its weight and FLOP share."""
+    counts = Counter(g.workload for g in fuse(graph) if g.workload is not None)
+    flops = {wl: wl.flops() for wl in counts}
+    total = sum(flops[wl] * n for wl, n in counts.items()) or 1
+    return [TaskInfo(wl, flops[wl], n, flops[wl] * n / total) for wl, n in counts.items()]

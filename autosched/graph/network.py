@@ -1,0 +1,143 @@
+"""``asc.build_network(graph, log)``: every task's best kernel, run in order as one callable.
+
+    net = asc.build_network(asc.from_onnx("model.onnx"), log="model.jsonl")
+    y = net(x)                       # numpy in, numpy out, in the graph's input order
+
+Each distinct workload is built once: the best record of its task in ``log`` (this machine's
+records only), else the workload's default schedule. Weights are constants held by the network
+and passed to the kernels as inputs; reshape is a view and concat a copy, done in numpy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..database.apply import NotTunedWarning, find_best
+from ..diagnostics import warn
+from ..expr import static_shape
+from ..ops import Workload
+from ..ops.schedules import default_schedule
+from ..records import load_records
+from ..runner.compile import CompileError, compile_shared
+from ..runner.kernel import Kernel
+from ..runner.load import load_kernel
+from ..schedule import ScheduleError
+from ..schedule.steps import Step
+from ..task import Task
+from .fusion import Group, fuse
+from .ir import Graph, GraphError
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltTask:
+    """How one task of a network was built: tuned (from a log record) or the default schedule."""
+
+    task: Task
+    tuned: bool
+
+
+def network_tasks(graph: Graph, target: str = "c") -> list[Task]:
+    """The graph's distinct tasks on ``target``, in order of first use."""
+    seen: dict[Workload, Task] = {}
+    for g in fuse(graph):
+        if g.workload is not None and g.workload not in seen:
+            seen[g.workload] = Task(g.workload, target=target)
+    return list(seen.values())
+
+
+def _load(task: Task, steps: Sequence[Step]) -> Kernel:
+    return load_kernel(compile_shared(task.source(steps), task.target), task.func_name, task.arg_specs())
+
+
+def _build(task: Task, log: str | os.PathLike[str] | None) -> tuple[Kernel, bool]:
+    """Task's kernel from its best record in ``log`` (True), else its default schedule (False)."""
+    record = find_best(task, log=log, db=False).record if log is not None else None
+    if record is not None:
+        try:
+            return _load(task, record.steps), True
+        except (ScheduleError, CompileError) as err:  # e.g. a record of an older version
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            warn(f"the best record of {task.workload} in {os.fspath(log or '')} does not build here "
+                 f"({first}); using its default schedule", NotTunedWarning)
+    return _load(task, default_schedule(task.workload, task.target)[0].steps), False
+
+
+def _check_log(log: str | os.PathLike[str], tasks: list[Task], name: str) -> None:
+    """Raise GraphError when ``log`` has records but none of this network's tasks (another model's)."""
+    if not os.path.exists(log):
+        raise GraphError(f"tuning log {os.fspath(log)} does not exist")
+    records = load_records(log) if os.path.getsize(log) > 0 else []
+    keys = {t.workload.key for t in tasks}
+    if records and not any(r.workload_key in keys for r in records):
+        raise GraphError(
+            f"tuning log {os.fspath(log)} has no records of the {len(tasks)} tasks of {name!r} "
+            f"(it was made for another model or other shapes)"
+        )
+
+
+class Network:
+    """A graph with a built kernel per task; call it with the graph's inputs as numpy arrays."""
+
+    def __init__(self, graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c") -> None:
+        self.graph = graph
+        self.groups = fuse(graph)
+        self.kernels: dict[Workload, Kernel] = {}
+        self.built: list[BuiltTask] = []
+        tasks = network_tasks(graph, target)
+        if log is not None:
+            _check_log(log, tasks, graph.name)
+        for task in tasks:
+            kernel, tuned = _build(task, log)
+            self.kernels[task.workload] = kernel
+            self.built.append(BuiltTask(task, tuned))
+
+    def __repr__(self) -> str:
+        tuned = sum(b.tuned for b in self.built)
+        return f"<Network {self.graph.name!r}: {len(self.built)} tasks, {tuned} tuned>"
+
+    def _check(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        names = self.graph.inputs
+        if len(arrays) != len(names):
+            raise TypeError(
+                f"network {self.graph.name!r} takes {len(names)} inputs {names}, got {len(arrays)}"
+            )
+        checked = []
+        for name, a in zip(names, arrays, strict=True):
+            arr = np.ascontiguousarray(a, dtype=np.float32)
+            if arr.shape != self.graph.shapes[name]:
+                raise ValueError(f"input {name!r} must have shape {self.graph.shapes[name]}, got {arr.shape}")
+            checked.append(arr)
+        return checked
+
+    def _run_group(self, g: Group, values: dict[str, np.ndarray]) -> np.ndarray:
+        node = g.nodes[0]
+        if g.workload is None:
+            if node.op == "reshape":
+                return values[node.inputs[0]].reshape(self.graph.shapes[node.output])
+            if node.op == "concat":
+                return np.concatenate([values[v] for v in node.inputs], axis=node.attr("axis"))
+            raise GraphError(f"node {node.name!r}: no runtime for operator {node.op!r}")
+        wl = g.workload
+        pairs = zip(g.inputs, wl.inputs, strict=True)
+        args = [np.ascontiguousarray(values[v]).reshape(static_shape(t.shape)) for v, t in pairs]
+        out = np.empty(static_shape(wl.outputs[0].shape), dtype=np.float32)
+        self.kernels[wl](*args, out)
+        return out.reshape(self.graph.shapes[g.output])
+
+    def __call__(self, *inputs: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        """The graph's outputs for ``inputs``: one array, or a list for several outputs."""
+        values: dict[str, np.ndarray] = dict(self.graph.constants)
+        values.update(zip(self.graph.inputs, self._check(inputs), strict=True))
+        for g in self.groups:
+            values[g.output] = self._run_group(g, values)
+        outs = [values[v] for v in self.graph.outputs]
+        return outs[0] if len(outs) == 1 else outs
+
+
+def build_network(graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c") -> Network:
+    """Build every task of ``graph`` (best record in ``log``, else the default schedule)."""
+    return Network(graph, log, target)

@@ -1,0 +1,128 @@
+"""``asc.tune_network(graph, trials=N, log=...)``: tune all of a network's tasks into one log.
+
+The task scheduler (:mod:`autosched.search.scheduler`) decides which task gets each round; a round
+is one :func:`autosched.tune` call that resumes the task from the shared log, so a network run
+that stops resumes the same way: run it again with the same log, and the trials already in the log
+count toward ``trials``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..records import Record, load_records
+from ..records.best import is_remeasurement
+from ..runner.measure import MeasureErrorNo, MeasureOption
+from ..search.scheduler import Round, TaskScheduler, TaskState
+from ..search.tune import tune
+from ..task import Task
+from .fusion import extract_tasks
+from .ir import Graph
+from .network import network_tasks
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkTuneResult:
+    """The end of a network tuning run: per task (workload, weight, trials, best ms), the rounds
+    given out, and the estimated end-to-end latency in ms (inf while a task has no valid program)."""
+
+    tasks: list[dict[str, Any]]
+    rounds: list[Round]
+    latency_ms: float
+    log: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-compatible summary."""
+        return {
+            "tasks": self.tasks,
+            "latency_ms": self.latency_ms if math.isfinite(self.latency_ms) else None,
+            "rounds": [[r.task, r.trials, r.total_trials, r.latency * 1e3] for r in self.rounds],
+            "log": self.log,
+        }
+
+
+def log_name(graph: Graph) -> str:
+    """The default log file name of a graph: its name with anything but [A-Za-z0-9_.-] made ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", graph.name).lstrip(".") + ".jsonl"
+
+
+def _resumed(records: list[Record], task: Task) -> tuple[int, float]:
+    """(trials, best seconds) of ``task`` in a log's records, as :func:`autosched.tune` counts them."""
+    mine = [r for r in records if r.workload_key == task.workload.key and r.target == str(task.target)]
+    mine = [r for r in mine if r.error_no != MeasureErrorNo.UNKNOWN_ERROR and not is_remeasurement(r)]
+    costs = [r.median for r in mine if r.ok]
+    return len(mine), min(costs, default=math.inf)
+
+
+def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
+    def show(r: Round) -> None:
+        t = tasks[r.task]
+        latency = f"{r.latency * 1e3:.3f} ms" if math.isfinite(r.latency) else "unknown"
+        print(f"[{r.total_trials}/{budget}] task {r.task} {t.workload}: {r.trials} trials; "
+              f"estimated latency {latency}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def tune_network(
+    graph: Graph,
+    trials: int = 1000,
+    log: str | os.PathLike[str] | None = None,
+    scheduler: str = "gradient",
+    *,
+    target: str = "c",
+    round_trials: int | None = None,
+    tuner: str | None = None,
+    space: str = "sketch",
+    seed: int = 0,
+    option: MeasureOption | None = None,
+    progress: bool = False,
+    callback: Callable[[Round], None] | None = None,
+) -> NetworkTuneResult:
+    """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
+    (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
+    in the working directory, the name made file-safe). ``round_trials`` (default:
+    trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
+    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive int, got {trials!r}")
+    tasks = network_tasks(graph, target)
+    weights = {info.workload: info.weight for info in extract_tasks(graph)}
+    path = Path(log) if log is not None else Path(log_name(graph))
+    history = load_records(path) if path.exists() and path.stat().st_size > 0 else []
+    states = []
+    for task in tasks:
+        done, best = _resumed(history, task)
+        state = TaskState(task.flops(), weights[task.workload], task.workload.name, done)
+        if math.isfinite(best):
+            state.history.append((done, best))
+        states.append(state)
+    size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
+    sched = TaskScheduler(states, scheduler, size, seed=seed)
+
+    def tune_round(i: int, n: int) -> tuple[int, float]:
+        result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
+                      seed=seed + states[i].trials, option=option, remeasure=0)
+        best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
+        return result.trials, best
+
+    shows = [f for f in (_print_round(tasks, trials) if progress else None, callback) if f is not None]
+
+    def each_round(r: Round) -> None:
+        for show in shows:
+            show(r)
+
+    sched.run(trials, tune_round, each_round)
+    summary = [
+        {"workload": str(t.workload), "weight": s.weight, "trials": s.trials,
+         "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}
+        for t, s in zip(tasks, states, strict=True)
+    ]
+    return NetworkTuneResult(summary, sched.rounds, sched.latency() * 1e3, str(path))

@@ -1,0 +1,159 @@
+"""The task scheduler: shares a trial budget among the tasks of a network (Ansor, section 6).
+
+The objective is the estimated end-to-end latency f = sum_i w_i * g_i, where g_i is task i's best
+latency so far and w_i its weight (how often it occurs). Every task first gets one warm-up round;
+after that each round goes to the task whose next round is expected to cut f most. For task i
+after t_i trials that expected slope is
+
+    df/dt_i ~ w_i * (alpha * backward_i + (1 - alpha) * min(-g_i / t_i, beta * C_i / V_i - g_i))
+
+with ``backward_i`` the slope of g_i over its last rounds (its recent improvement curve),
+``-g_i / t_i`` the optimistic guess that g keeps falling as fast as it did on average, and
+``beta * C_i / V_i - g_i`` the distance to the latency task i would have at the best speed V_i
+(FLOP/s) reached by a similar task (same operator) with C_i its FLOPs. With probability
+``epsilon`` a round goes to a random task instead (epsilon-greedy). ``round-robin`` gives rounds in
+turn, the baseline.
+
+The scheduler knows nothing of measuring: :meth:`TaskScheduler.run` calls ``tune_round(i, n)``,
+which tunes task i for n more trials and returns (its trials in all, its best latency in seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+#: scheduling strategies by name
+STRATEGIES = ("gradient", "round-robin")
+
+
+@dataclass(slots=True)
+class TaskState:
+    """What the scheduler knows of one task: its FLOPs, weight, kind (similar tasks share it),
+    trials so far and the best latency after each round (as (trials, seconds) points)."""
+
+    flops: int
+    weight: int
+    kind: str
+    trials: int = 0
+    history: list[tuple[int, float]] = field(default_factory=list)
+
+    @property
+    def best(self) -> float:
+        """The best latency in seconds so far (inf: no valid program yet)."""
+        return self.history[-1][1] if self.history else math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One round given out: the task, its trials in all after it, and the estimated latency."""
+
+    task: int
+    trials: int
+    total_trials: int
+    latency: float
+
+
+TuneRound = Callable[[int, int], tuple[int, float]]
+
+
+class TaskScheduler:
+    """Chooses which task gets the next round of ``round_trials`` trials (see the module docstring)."""
+
+    def __init__(
+        self,
+        tasks: Sequence[TaskState],
+        strategy: str = "gradient",
+        round_trials: int = 16,
+        *,
+        alpha: float = 0.2,
+        beta: float = 2.0,
+        window: int = 3,
+        epsilon: float = 0.05,
+        seed: int = 0,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown task scheduler {strategy!r}; schedulers: {', '.join(STRATEGIES)}")
+        if not tasks:
+            raise ValueError("the task scheduler needs at least one task")
+        if round_trials < 1:
+            raise ValueError(f"round_trials must be >= 1, got {round_trials}")
+        self.tasks = list(tasks)
+        self.strategy = strategy
+        self.round_trials = round_trials
+        self.alpha, self.beta, self.window, self.epsilon = alpha, beta, window, epsilon
+        self.rng = random.Random(seed)
+        self.rounds: list[Round] = []
+        self._turn = 0
+
+    def latency(self) -> float:
+        """The estimated end-to-end latency: sum of weight x best latency (inf while a task has none)."""
+        return sum(t.weight * t.best for t in self.tasks)
+
+    def total_trials(self) -> int:
+        """Trials given to all tasks so far."""
+        return sum(t.trials for t in self.tasks)
+
+    def _best_speed(self, kind: str) -> float:
+        speeds = [
+            t.flops / t.best for t in self.tasks if t.kind == kind and math.isfinite(t.best) and t.best > 0
+        ]
+        return max(speeds, default=0.0)
+
+    def gradient(self, i: int) -> float:
+        """The expected change of the end-to-end latency per trial given to task i (negative: it falls)."""
+        t = self.tasks[i]
+        if not math.isfinite(t.best):
+            return -math.inf  # no valid program yet: the latency is unknown, any program helps most
+        points = t.history[-(self.window + 1) :]
+        done = points[-1][0] - points[0][0]
+        backward = (points[-1][1] - points[0][1]) / done if done > 0 else 0.0
+        forward = -t.best / max(t.trials, 1)
+        speed = self._best_speed(t.kind)
+        if speed > 0:
+            forward = min(forward, self.beta * t.flops / speed - t.best)
+        return t.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+
+    def next_task(self, exclude: frozenset[int] = frozenset()) -> int:
+        """The task that gets the next round (never one of ``exclude``, which must leave one)."""
+        live = [i for i in range(len(self.tasks)) if i not in exclude]
+        warm = [i for i in live if self.tasks[i].trials == 0]
+        if warm:
+            return warm[0]
+        if self.strategy == "round-robin":
+            while self._turn % len(self.tasks) in exclude:
+                self._turn += 1
+            self._turn += 1
+            return (self._turn - 1) % len(self.tasks)
+        if self.rng.random() < self.epsilon:
+            return self.rng.choice(live)
+        return min(live, key=lambda i: (self.gradient(i), i))
+
+    def record(self, i: int, trials: int, best: float) -> Round:
+        """Note that task i now has ``trials`` trials and best latency ``best`` (seconds)."""
+        t = self.tasks[i]
+        t.trials = trials
+        if math.isfinite(best) or t.history:
+            t.history.append((trials, min(best, t.best)))
+        r = Round(i, trials, self.total_trials(), self.latency())
+        self.rounds.append(r)
+        return r
+
+    def run(
+        self, budget: int, tune_round: TuneRound, callback: Callable[[Round], None] | None = None
+    ) -> None:
+        """Give out rounds until ``budget`` trials in all (counting those already done) are spent,
+        or no task can take more trials (a round that adds none retires its task)."""
+        retired: frozenset[int] = frozenset()
+        while self.total_trials() < budget and len(retired) < len(self.tasks):
+            i = self.next_task(retired)
+            t = self.tasks[i]
+            n = min(self.round_trials, budget - self.total_trials())
+            trials, best = tune_round(i, n)
+            if trials <= t.trials:
+                retired |= {i}
+            r = self.record(i, max(trials, t.trials), best)
+            if callback is not None:
+                callback(r)

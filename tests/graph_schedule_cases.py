@@ -1,0 +1,85 @@
+"""Schedules of the network workloads (``autosched.graph.fused``) for :mod:`schedule_cases`.
+
+The fused workloads share one shape: reduction or copy stages, then elementwise epilogue stages,
+then the output. So their recipes are generic: each one schedules whatever stages the workload has
+(inlined epilogues, producers computed inside the output's loops, split + vectorized, parallel,
+unrolled reductions). :mod:`schedule_cases` crosses them with :data:`NETWORK_SHAPES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import autosched as asc
+
+Apply = Callable[[asc.Schedule, asc.Workload], None]
+
+_EPILOGUE = ("bias_add", "residual_add", "relu", "gelu", "sigmoid")
+
+NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
+    # (N, C, H, W, K, R, S, stride, pad, groups, epilogue)
+    "fused_conv2d": [
+        ("even", (1, 4, 8, 8, 8, 3, 3, 1, 1, 1, "bias,add,relu")),
+        ("odd", (1, 6, 9, 7, 6, 3, 3, 2, 1, 3, "bias,gelu")),
+    ],
+    "fused_dense": [("even", (16, 32, 16, "bias,relu")), ("odd", (7, 13, 19, "bias,add,gelu"))],
+    "fused_batch_matmul": [("even", (2, 16, 16, 8, "bias")), ("odd", (3, 13, 17, 7, "add,sigmoid"))],
+    "fused_elementwise": [("even", (2, 8, 16, "bias,add,relu")), ("odd", (3, 7, 5, "gelu,sigmoid"))],
+    "global_avg_pool2d": [("even", (1, 8, 8, 8)), ("odd", (2, 3, 7, 5))],
+}
+
+
+def _inner(s: asc.Schedule, wl: asc.Workload) -> list[asc.Tensor]:
+    """The computed stages before the output, producers first (pad stages left out)."""
+    out = wl.outputs[0].op.name
+    names = [n for n in s.stages if n not in (out, "pad") and not any(t.name == n for t in wl.inputs)]
+    return [s.stages[n].op.output(0) for n in names]
+
+
+def _default(s: asc.Schedule, wl: asc.Workload) -> None:
+    pass
+
+
+def _inline_epilogue(s: asc.Schedule, wl: asc.Workload) -> None:
+    for t in _inner(s, wl):
+        if t.op.name.startswith(_EPILOGUE):
+            s[t].compute_inline()
+
+
+def _compute_at(s: asc.Schedule, wl: asc.Workload) -> None:
+    out = wl.outputs[0]
+    axis = s[out].op.axis[1]
+    for t in _inner(s, wl):
+        s[t].compute_at(s[out], axis)
+
+
+def _split_vectorize(s: asc.Schedule, wl: asc.Workload) -> None:
+    _inline_epilogue(s, wl)
+    out = wl.outputs[0]
+    _, inner = s[out].split(s[out].op.axis[-1], 4)
+    s[out].vectorize(inner)
+
+
+def _parallel_unroll(s: asc.Schedule, wl: asc.Workload) -> None:
+    out = wl.outputs[0]
+    s[out].parallel(s[out].fuse(*s[out].op.axis[:2]))
+    for t in _inner(s, wl):
+        reduce = s[t].op.reduce_axis
+        if reduce:
+            _, ki = s[t].split(reduce[-1], 2)
+            s[t].unroll(ki)
+
+
+#: (operator, recipe name, apply) for every network workload
+NETWORK_RECIPES: list[tuple[str, str, Apply]] = [
+    (op, name, fn)
+    for op in NETWORK_SHAPES
+    for name, fn in (
+        ("default", _default),
+        ("inline_epilogue", _inline_epilogue),
+        ("compute_at", _compute_at),
+        ("split_vectorize", _split_vectorize),
+        ("parallel_unroll", _parallel_unroll),
+    )
+]

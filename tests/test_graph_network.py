@@ -1,0 +1,105 @@
+"""``asc.build_network``: whole networks built from their tasks' kernels (gcc), compared with
+onnxruntime on the same ONNX model, and a hand-built graph compared with numpy; one real
+end-to-end ``asc.tune_network`` of a 3-task model, resumed from its log by the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
+ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install onnxruntime)")
+
+import graph_models as gm  # noqa: E402  (needs onnx)
+
+import autosched as asc  # noqa: E402
+from autosched.cli import main  # noqa: E402
+from autosched.graph import GraphError  # noqa: E402
+from autosched.records import Record, append_records, load_records  # noqa: E402
+from autosched.runner.measure import MeasureErrorNo  # noqa: E402
+from autosched.task import Task  # noqa: E402
+
+
+def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    "make",
+    [gm.conv_bn_relu_pool_dense, gm.residual_block, gm.mlp, gm.erf_gelu_mlp,
+     lambda: gm.resnet18(32, width=8, classes=10)],
+    ids=["conv-bn-relu-pool-dense", "residual-block", "mlp-gelu-softmax", "opset13-erf-gelu", "resnet18-32"],
+)
+def test_build_network_matches_onnxruntime(make: object) -> None:
+    model = make()  # type: ignore[operator]
+    graph = asc.from_onnx(model)
+    net = asc.build_network(graph)
+    x = np.random.default_rng(5).standard_normal(graph.shapes["x"]).astype(np.float32)
+    out = net(x)
+    ref = _onnxruntime(model, x)
+    assert out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+    assert not any(b.tuned for b in net.built)  # no log: every task runs its default schedule
+
+
+@pytest.mark.requires("gcc")
+def test_a_hand_built_graph_with_two_inputs_and_outputs_matches_numpy() -> None:
+    graph, w = gm.hand_graph()
+    net = asc.build_network(graph)
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((1, 4, 6, 6)), rng.standard_normal((1, 6, 2, 2))
+    outs = net(x, y)
+    refs = gm.hand_numpy(x.astype(np.float32), y.astype(np.float32), w)
+    assert isinstance(outs, list) and len(outs) == 2
+    for out, ref in zip(outs, refs, strict=True):
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+    with pytest.raises(TypeError, match=r"takes 2 inputs \['x', 'y'\], got 1"):
+        net(x)
+    with pytest.raises(ValueError, match=r"input 'y' must have shape \(1, 6, 2, 2\), got \(6, 2, 2\)"):
+        net(x, y[0])
+
+
+def test_a_log_made_for_another_model_is_one_clear_line(tmp_path: Path) -> None:
+    other = Task("matmul", (8, 8, 8))
+    log = tmp_path / "other.jsonl"
+    record = Record(("matmul", (8, 8, 8, "float32", False)), other.workload.key, str(other.target),
+                    "gcc", (), (1e-6,), MeasureErrorNo.NO_ERROR, "", 0.1, 0.0)
+    append_records(log, [record])
+    with pytest.raises(GraphError, match=r"other.jsonl has no records of the 2 tasks of 'residual'"):
+        asc.build_network(asc.from_onnx(gm.residual_block()), log=log)
+    with pytest.raises(GraphError, match="missing.jsonl does not exist"):
+        asc.build_network(asc.from_onnx(gm.residual_block()), log=tmp_path / "missing.jsonl")
+
+
+@pytest.mark.requires("gcc")
+def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = gm.mlp(batch=2, dims=(8, 16, 4))
+    graph = asc.from_onnx(model)
+    log = tmp_path / "mlp.jsonl"
+    result = asc.tune_network(graph, trials=6, log=log, round_trials=2, tuner="random", progress=True)
+    assert [t["trials"] for t in result.tasks] == [2, 2, 2]
+    assert all(t["best_ms"] is not None for t in result.tasks) and math.isfinite(result.latency_ms)
+    assert result.latency_ms == pytest.approx(sum(t["best_ms"] * t["weight"] for t in result.tasks))
+    progress = capsys.readouterr().err
+    assert "[6/6] task 2 softmax(2,4,'float32'): 2 trials; estimated latency" in progress
+    keys = {r.workload_key for r in load_records(log)}
+    net = asc.build_network(graph, log=log)
+    assert len(keys) == 3 and all(b.task.workload.key in keys and b.tuned for b in net.built)
+    x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_allclose(net(x), _onnxruntime(model, x), rtol=1e-4, atol=1e-6)
+    # the same budget again: everything is in the log, nothing is measured
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    lines = len(log.read_text().splitlines())
+    assert main(["tune", str(path), "--trials", "6", "--log", str(log), "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [t["trials"] for t in summary["tasks"]] == [2, 2, 2] and summary["rounds"] == []
+    assert len(log.read_text().splitlines()) == lines

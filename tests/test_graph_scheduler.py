@@ -1,0 +1,84 @@
+"""The task scheduler: its arithmetic and its choices on tuning curves served by the replay runner
+(the real end-to-end tuning of a 3-task model is in test_graph_network.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from autosched.search import LogSpace, ReplayLog, ReplayRunner, make_tuner
+from autosched.search.scheduler import TaskScheduler, TaskState
+
+DATA = Path(__file__).parent / "data" / "replay_matmul128.jsonl.gz"
+
+
+def test_the_gradient_follows_ansors_formula() -> None:
+    curve = [(10, 4e-3), (20, 3e-3), (30, 2.5e-3)]
+    a = TaskState(flops=10**9, weight=2, kind="conv", trials=30, history=curve)
+    b = TaskState(flops=10**9, weight=1, kind="conv", trials=10, history=[(10, 1e-3)])
+    sched = TaskScheduler([a, b], alpha=0.2, beta=2.0, window=3)
+    backward = (2.5e-3 - 4e-3) / 20
+    # the best similar speed is b's 1e12 FLOP/s: a could reach 2 * 1e9 / 1e12 = 2e-3 s
+    forward = min(-2.5e-3 / 30, 2e-3 - 2.5e-3)
+    assert sched.gradient(0) == pytest.approx(2 * (0.2 * backward + 0.8 * forward))
+    assert sched.gradient(1) == pytest.approx(1 * 0.8 * min(-1e-3 / 10, 2e-3 - 1e-3))
+    assert sched.latency() == pytest.approx(2 * 2.5e-3 + 1e-3)
+    no_program = TaskState(flops=1, weight=1, kind="x", trials=4)
+    assert TaskScheduler([no_program]).gradient(0) == -math.inf
+    with pytest.raises(ValueError, match="scheduler 'greedy'; schedulers: gradient, round-robin"):
+        TaskScheduler([a], "greedy")
+
+
+@pytest.fixture(scope="module")
+def replay() -> ReplayLog:
+    return ReplayLog(DATA)
+
+
+def _run(replay: ReplayLog, strategy: str, budget: int, weights: tuple[int, ...]) -> TaskScheduler:
+    """Schedule tasks that each tune the replayed matmul (its own tuner), with these weights."""
+    flops = replay.task.flops()
+    states = [TaskState(flops, w, "matmul") for w in weights]
+    tuners = [make_tuner("random", replay.task, LogSpace(replay), seed=i) for i in range(len(weights))]
+    device = ReplayRunner(replay)
+
+    def tune_round(i: int, n: int) -> tuple[int, float]:
+        tuners[i].tune(tuners[i].trials + n, device.measure, batch_size=n)
+        return tuners[i].trials, tuners[i].best_cost
+
+    sched = TaskScheduler(states, strategy, round_trials=4, epsilon=0.0, seed=0)
+    sched.run(budget, tune_round)
+    assert not device.misses
+    return sched
+
+
+def test_every_task_gets_a_warm_up_round_first(replay: ReplayLog) -> None:
+    for strategy in ("gradient", "round-robin"):
+        sched = _run(replay, strategy, 24, (1, 1, 1))
+        assert [r.task for r in sched.rounds[:3]] == [0, 1, 2]
+        assert sched.total_trials() == 24
+
+
+def test_round_robin_shares_evenly_and_gradient_favours_the_heavy_task(replay: ReplayLog) -> None:
+    weights = (1, 8, 1)
+    even = _run(replay, "round-robin", 60, weights)
+    assert [t.trials for t in even.tasks] == [20, 20, 20]
+    grad = _run(replay, "gradient", 60, weights)
+    trials = [t.trials for t in grad.tasks]
+    assert sum(trials) == 60 and trials[1] > trials[0] and trials[1] > trials[2]
+    assert [r.latency for r in grad.rounds[3:]] == sorted((r.latency for r in grad.rounds[3:]), reverse=True)
+
+
+def test_a_task_that_takes_no_more_trials_is_retired() -> None:
+    states = [TaskState(100, 1, "a"), TaskState(100, 1, "a")]
+    calls: list[int] = []
+
+    def tune_round(i: int, n: int) -> tuple[int, float]:
+        calls.append(i)
+        done = states[i].trials + (n if i == 1 else 0)  # task 0's space is empty
+        return done, 1e-3
+
+    sched = TaskScheduler(states, round_trials=5, epsilon=0.0)
+    sched.run(20, tune_round)
+    assert calls == [0, 1, 1, 1, 1] and sched.total_trials() == 20
