@@ -29,14 +29,20 @@ from .expr import (
     Tensor,
     abs,
     all,
+    call_extern,
+    call_intrin,
+    call_packed,
+    call_pure_extern,
     cast,
     ceil,
     comm_reducer,
     compute,
     const,
+    decl_buffer,
     equal,
     erf,
     exp,
+    extern,
     floor,
     if_then_else,
     log,
@@ -64,6 +70,7 @@ from .schedule.steps import Step, steps_from_json, steps_to_json
 from .search import TuneResult, tune
 from .target import Target, TargetError
 from .task import Task
+from .te import ir_builder
 from .thread_pools import share_cores
 from .version import __version__
 
@@ -88,6 +95,10 @@ __all__ = [
     "all",
     "apply_best",
     "build",
+    "call_extern",
+    "call_intrin",
+    "call_packed",
+    "call_pure_extern",
     "cast",
     "ceil",
     "comm_reducer",
@@ -95,12 +106,15 @@ __all__ = [
     "compute",
     "const",
     "create_schedule",
+    "decl_buffer",
     "emit",
     "equal",
     "erf",
     "exp",
     "floor",
+    "extern",
     "if_then_else",
+    "ir_builder",
     "log",
     "load_best",
     "load_records",

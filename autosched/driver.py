@@ -38,10 +38,12 @@ def emit(
     portable: bool = False,
 ) -> str:
     """Source text of the kernel for ``target`` (C today; ``portable`` gives strict C99)."""
-    tgt = Target.parse(target)
+    return _emit(_lower(sched, as_tensors(list(args)), name), Target.parse(target), portable)
+
+
+def _emit(func: PrimFunc, tgt: Target, portable: bool = False) -> str:
     if tgt.kind != "c":
         raise NotImplementedError(f"emitting for {tgt.kind!r} targets is not available yet; use 'c'")
-    func = _lower(sched, as_tensors(list(args)), name)
     return emit_c(
         func, num_threads=tgt.num_threads or 1, vector_bytes=tgt.vector_bytes or 16, portable=portable
     )
@@ -69,6 +71,6 @@ def build(
     specs = arg_specs(sched, tensors)
     sizes = [v.name for v in shape_vars(tensors)]
     size_sources(specs, sizes)  # each shape variable must be read from some array: checked first
-    source = emit(sched, tensors, tgt, name)
-    lib = compile_shared(source, tgt)
+    func = _lower(sched, tensors, name)
+    lib = compile_shared(_emit(func, tgt), tgt, code=func.code)
     return load_kernel(lib, function_name(name), specs, sizes)

@@ -246,7 +246,7 @@ def _not_tuned(task: Task, found: Found, how: str, log: LogLike | None, db: DbLi
 
 
 def _build(task: Task, steps: tuple[Step, ...] | list[Step]) -> Kernel:
-    lib = compile_shared(task.source(steps), task.target)
+    lib = compile_shared(task.source(steps), task.target, code=task.code)
     return load_kernel(lib, task.func_name, task.arg_specs())
 
 
@@ -310,5 +310,5 @@ def load_best(
         raise records.NoRecordError(
             f"no valid record for {task} in the tuning database ({where}); {_tune_hint(task)}"
         )
-    lib = compile_shared(task.source(record.steps), task.target, cache_dir=cache_dir)
+    lib = compile_shared(task.source(record.steps), task.target, cache_dir=cache_dir, code=task.code)
     return load_kernel(lib, task.func_name, task.arg_specs())

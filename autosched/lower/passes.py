@@ -10,6 +10,7 @@ from .ir import (
     Allocate,
     Barrier,
     BufLoad,
+    Evaluate,
     For,
     IfThenElse,
     Seq,
@@ -326,5 +327,5 @@ def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool =
     elif isinstance(s, (IfThenElse, Seq)):
         for x in stmt_children(s):
             check_loops(x, gpu, in_parallel, in_vector)
-    elif not isinstance(s, (Store, Allocate, Barrier)):
+    elif not isinstance(s, (Store, Allocate, Barrier, Evaluate)):
         raise TypeError(f"unknown statement {s!r}")

@@ -228,5 +228,5 @@ def load_best(
         return why
 
     record = best_record(log, task, check=emits)
-    lib = compile_shared(sources[record.steps], task.target, cache_dir=cache_dir)
+    lib = compile_shared(sources[record.steps], task.target, cache_dir=cache_dir, code=task.code)
     return load_kernel(lib, task.func_name, task.arg_specs())
