@@ -30,14 +30,20 @@ from .expr import (
     Tensor,
     abs,
     all,
+    call_extern,
+    call_intrin,
+    call_packed,
+    call_pure_extern,
     cast,
     ceil,
     comm_reducer,
     compute,
     const,
+    decl_buffer,
     equal,
     erf,
     exp,
+    extern,
     floor,
     if_then_else,
     log,
@@ -66,7 +72,8 @@ from .schedule.steps import Step, steps_from_json, steps_to_json
 from .search import TuneResult, tune
 from .target import Target, TargetError
 from .task import Task
-from .te.intrin import TensorIntrin, decl_buffer, decl_tensor_intrin
+from .te import ir_builder
+from .te.intrin import TensorIntrin, decl_tensor_intrin
 from .thread_pools import share_cores
 from .version import __version__
 
@@ -92,6 +99,10 @@ __all__ = [
     "all",
     "apply_best",
     "build",
+    "call_extern",
+    "call_intrin",
+    "call_packed",
+    "call_pure_extern",
     "cast",
     "ceil",
     "comm_reducer",
@@ -106,8 +117,10 @@ __all__ = [
     "erf",
     "exp",
     "floor",
+    "extern",
     "if_then_else",
     "intrin",
+    "ir_builder",
     "log",
     "load_best",
     "load_records",

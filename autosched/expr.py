@@ -15,8 +15,20 @@ their Python meaning (structural equality), so use :func:`equal` / :func:`not_eq
 from __future__ import annotations
 
 from .te.bind import bind, dag_shape_vars, shape_vars
+from .te.buffer import (
+    BufferAccess,
+    BufferData,
+    BufferRead,
+    DeclBuffer,
+    ExternCall,
+    call_extern,
+    call_pure_extern,
+    decl_buffer,
+)
+from .te.ccode import NO_CODE, CCode
 from .te.dag import as_tensors, dag_key, op_to_str, topo_order
 from .te.extent import as_int, evaluate, extent_vars, is_static, size_var, static, static_shape, var
+from .te.extern import call_intrin, call_packed, extern, op_code, stmt_exprs
 from .te.functions import (
     abs,
     all,
@@ -69,6 +81,7 @@ from .te.reducers import CommReducer, Reducer, comm_reducer, max_value, min_valu
 from .te.scan import scan
 from .te.tensor import (
     ComputeOp,
+    ExternOp,
     Operation,
     PlaceholderOp,
     ScanOp,
@@ -80,6 +93,22 @@ from .te.tensor import (
 from .te.traverse import children, rewrite, substitute, walk
 
 __all__ = [
+    "BufferAccess",
+    "BufferData",
+    "BufferRead",
+    "CCode",
+    "DeclBuffer",
+    "ExternCall",
+    "ExternOp",
+    "NO_CODE",
+    "call_extern",
+    "call_intrin",
+    "call_packed",
+    "call_pure_extern",
+    "decl_buffer",
+    "extern",
+    "op_code",
+    "stmt_exprs",
     "BINARY_OPS",
     "COMPARE_OPS",
     "CommReducer",

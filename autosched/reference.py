@@ -31,6 +31,7 @@ from .expr import (
     ComputeOp,
     Const,
     Expr,
+    ExternOp,
     IterVar,
     Load,
     Logic,
@@ -43,6 +44,7 @@ from .expr import (
     Var,
     as_int,
     as_tensors,
+    op_code,
     static_shape,
     to_str,
     topo_order,
@@ -81,10 +83,11 @@ def evaluate(
         for op in ops:
             if isinstance(op, PlaceholderOp):
                 env[op.name] = _input_array(op, given[op.name])
-            elif isinstance(op, ScanOp) or op.num_outputs != 1:
+            elif isinstance(op, (ScanOp, ExternOp)) or op.num_outputs != 1 or op_code(op).symbols:
                 raise NotImplementedError(
-                    f"the numpy reference does not evaluate {op.name!r} (a scan or a tuple compute); "
-                    "check such a workload against your own numpy code"
+                    f"the numpy reference does not evaluate {op.name!r} (a scan, a tuple compute or C "
+                    "called by extern/call_extern); check such a workload against your own numpy code "
+                    "(a workload's reference=)"
                 )
             else:
                 env[op.name] = _evaluate_stage(op, env, max(1, int(budget)))

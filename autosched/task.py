@@ -16,6 +16,7 @@ from typing import Any
 from .backends import backend_for
 from .backends.base import Built
 from .emit_c import function_name
+from .expr import NO_CODE, CCode, op_code, topo_order
 from .lower import Lowered, lower_loops
 from .lower.cache import LRUCache
 from .ops import Workload, get_workload
@@ -120,6 +121,12 @@ class Task:
         kernel cache): a callable over numpy arrays (inputs, then outputs)."""
         func = self.lowered(steps).func()
         return backend_for(self.target).build(func, self.target, self.arg_specs(), (), cache_dir)
+
+    @cached_property
+    def code(self) -> CCode:
+        """The user C the workload's kernels call (extern stages, ``call_extern``): the builder
+        links it, the export writes it into the Makefile. The same for every program of the task."""
+        return NO_CODE.merge(*(op_code(op) for op in topo_order(self.workload.outputs)))
 
     def arg_specs(self) -> list[ArgSpec]:
         """The kernel's arguments: inputs, then outputs (written)."""

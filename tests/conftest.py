@@ -42,6 +42,19 @@ def _imports(module: str, check: Callable[[object], object] = lambda m: True) ->
         return False
 
 
+def _links_openblas() -> bool:
+    """Whether gcc builds and links a program calling cblas_sgemm from OpenBLAS."""
+    if shutil.which("gcc") is None:
+        return False
+    source = "#include <cblas.h>\nint main(void) { return cblas_sgemm == 0; }\n"
+    try:
+        out = subprocess.run(["gcc", "-x", "c", "-", "-o", "/dev/null", "-lopenblas"], input=source,
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
 def _nvrtc_works(nvrtc: object) -> bool:
     err, *_ = nvrtc.nvrtcVersion()  # type: ignore[attr-defined]
     return int(err) == 0
@@ -68,6 +81,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "sshd": (lambda: shutil.which("sshd") is not None or Path("/usr/sbin/sshd").exists(),
              "apt-get install openssh-server"),
     "make": (lambda: shutil.which("make") is not None, "apt-get install make"),
+    "openblas": (_links_openblas, "apt-get install libopenblas-dev"),
 }
 
 #: The tools of PROBES that are C compilers.

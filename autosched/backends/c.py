@@ -43,8 +43,9 @@ class CBackend(Backend):
         sizes: Sequence[str] = (),
         cache_dir: Path | None = None,
     ) -> Kernel:
-        """Compile to a shared library (cached by content) and load it with cffi."""
-        lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir)
+        """Compile to a shared library (cached by content, linked with the user C ``func.code`` it
+        calls) and load it with cffi."""
+        lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir, code=func.code)
         return load_kernel(lib, function_name(func.name), specs, sizes)
 
     def builder(self, option: MeasureOption) -> Builder:

@@ -9,14 +9,31 @@ import math
 from typing import ClassVar
 
 from ..dtypes import dtype as dtype_info
-from ..expr import INFIX, BinOp, Call, Cast, Cmp, Const, Expr, Extent, Logic, Not, Select, Var, as_expr
+from ..expr import (
+    INFIX,
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Extent,
+    ExternCall,
+    Logic,
+    Not,
+    Select,
+    Var,
+    as_expr,
+)
 from ..lower.ir import (
     Allocate,
     Barrier,
     BufAddress,
     Buffer,
     BufLoad,
+    BufPtr,
     CallStmt,
+    Evaluate,
     For,
     IfThenElse,
     PrimFunc,
@@ -105,6 +122,11 @@ class CPrinter:
             return f"(({self.ctype(e.type)}){self.expr(e.value)})"
         if isinstance(e, Call):
             return self.call(e)
+        if isinstance(e, ExternCall):  # a user's C function: its name is kept out of the Namer's
+            return f"{e.name}({', '.join(self.expr(a) for a in e.args)})"
+        if isinstance(e, BufPtr):
+            off = self.expr(e.index)
+            return self.buf(e.buffer) if off == "0" else f"(&{self.buf(e.buffer)}[{off}])"
         raise TypeError(f"the C printer cannot print {type(e).__name__}: {e}")
 
     def binop(self, e: BinOp) -> str:
@@ -189,6 +211,8 @@ class CPrinter:
             for key, text in s.func.c_helpers(s.part, self.portable):
                 self.helpers.setdefault(key, text)
             self.emit(f"{s.func.c_name(s.part)}({', '.join(self.expr(a) for a in s.args)});", indent)
+        elif isinstance(s, Evaluate):
+            self.emit(f"{self.expr(s.value)};", indent)
         else:
             raise TypeError(f"the C printer cannot print {type(s).__name__}")
 
@@ -230,6 +254,7 @@ class CPrinter:
 
     def function(self, func: PrimFunc) -> tuple[str, str]:
         """(function name, function text)."""
+        self.names = Namer(set(func.code.symbols))  # no identifier shadows a called C function
         name = self.names(("func", func.name), func.name)
         for b in func.args:
             self.buf(b)

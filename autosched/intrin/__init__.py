@@ -6,7 +6,8 @@ from the CPU at run time, NEON on aarch64, a portable C fallback).
 
 from __future__ import annotations
 
-from ..te.intrin import CImpl, IntrinBuffer, TensorIntrin, decl_buffer, decl_tensor_intrin, get_intrin
+from ..te.buffer import decl_buffer
+from ..te.intrin import CImpl, IntrinBuffer, TensorIntrin, decl_tensor_intrin, get_intrin
 from .gemm import ISAS, gemm_ukernel
 from .schedules import matmul_ukernel
 

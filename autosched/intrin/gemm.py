@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from .. import expr as te
 from ..dtypes import dtype as _dtype
-from ..te.intrin import CImpl, TensorIntrin, decl_buffer, decl_tensor_intrin
+from ..te.buffer import decl_buffer
+from ..te.intrin import CImpl, TensorIntrin, decl_tensor_intrin
 
 ISAS = ("auto", "portable", "avx2", "avx512", "neon")
 _X86 = "#if defined(__GNUC__) && defined(__x86_64__)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..expr import Tensor, Var
+from ..expr import NO_CODE, CCode, Tensor, Var
 from ..schedule import Schedule
 from .ir import Buffer, PrimFunc, Stmt
 from .lowering import Lowerer
@@ -23,14 +23,21 @@ class Lowered:
     pass, and feature extraction never needs it).
     """
 
-    __slots__ = ("name", "args", "nest", "loops", "sizes", "_func")
+    __slots__ = ("name", "args", "nest", "loops", "sizes", "code", "_func")
 
     def __init__(
-        self, name: str, args: tuple[Buffer, ...], nest: Stmt, loops: Stmt, sizes: tuple[Var, ...] = ()
+        self,
+        name: str,
+        args: tuple[Buffer, ...],
+        nest: Stmt,
+        loops: Stmt,
+        sizes: tuple[Var, ...] = (),
+        code: CCode = NO_CODE,
     ) -> None:
         self.name = name
         self.args = args
         self.sizes = sizes
+        self.code = code
         self.nest = nest
         self.loops = loops
         self._func: PrimFunc | None = None
@@ -43,7 +50,9 @@ class Lowered:
         same value twice, harmlessly)."""
         func = self._func
         if func is None:
-            func = self._func = PrimFunc(self.name, self.args, unroll(self.loops, self._ranges()), self.sizes)
+            func = self._func = PrimFunc(
+                self.name, self.args, unroll(self.loops, self._ranges()), self.sizes, self.code
+            )
         return func
 
 
@@ -62,7 +71,7 @@ def lower_loops(
     body = auto_unroll(body)
     body = partition(body, dict(sizes), sizes=frozenset(func.sizes))
     check_loops(body, gpu)  # unrolling only copies statements: the same loops are legal after it
-    return Lowered(func.name, func.args, func.body, body, func.sizes)
+    return Lowered(func.name, func.args, func.body, body, func.sizes, func.code)
 
 
 def lower(

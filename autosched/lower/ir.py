@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..expr import BinOp, Expr, Extent, Var, as_expr, to_str
+from ..expr import NO_CODE, BinOp, BufferAccess, CCode, Expr, Extent, Var, as_expr, to_str
 from ..te.extent import ext_mul
 from .simplify import loop_end, simplify
 
@@ -61,25 +61,26 @@ def strides(shape: Sequence[Extent]) -> list[Extent]:
 
 
 @dataclass(frozen=True, slots=True)
-class BufLoad(Expr):
+class BufLoad(BufferAccess):
     """Read ``buffer[index]``."""
+
+    buffer: Buffer
+    index: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class BufPtr(BufferAccess):
+    """The address of element ``index`` of ``buffer`` (a pointer passed to a C call)."""
 
     buffer: Buffer
     index: Expr
 
     @property
     def dtype(self) -> str:
-        return self.buffer.dtype
-
-    def children(self) -> tuple[Expr, ...]:
-        return (self.index,)
-
-    def map_children(self, fn: Callable[[Expr], Expr]) -> BufLoad:
-        index = fn(self.index)
-        return self if index is self.index else BufLoad(self.buffer, index)
+        return "handle"
 
     def render(self, fmt: Callable[[Expr], str]) -> str:
-        return f"{self.buffer.name}[{fmt(self.index)}]"
+        return f"&{self.buffer.name}[{fmt(self.index)}]"
 
 
 class Stmt:
@@ -138,14 +139,23 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True, slots=True)
+class Evaluate(Stmt):
+    """Evaluate ``value`` for its effect (a C call)."""
+
+    value: Expr
+
+
+@dataclass(frozen=True, slots=True)
 class PrimFunc:
     """A lowered kernel: its arguments in call order, its body, and the shape variables its
-    buffers' shapes use (``int`` parameters after the buffers, in order of first appearance)."""
+    buffers' shapes use (``int`` parameters after the buffers, in order of first appearance), and
+    the user C it calls (``code``: printed before it, linked with it)."""
 
     name: str
     args: tuple[Buffer, ...]
     body: Stmt
     sizes: tuple[Var, ...] = ()
+    code: CCode = NO_CODE
 
     def __str__(self) -> str:
         sig = ", ".join(f"{b.name}: {b.dtype}{shape_str(b.shape)}" for b in self.args)
@@ -261,6 +271,8 @@ def format_stmt(s: Stmt) -> list[str]:
         return [f"barrier({s.scope})"]
     if isinstance(s, CallStmt):
         return [f"{s.func.c_name(s.part)}({', '.join(to_str(a) for a in s.args)})"]
+    if isinstance(s, Evaluate):
+        return [to_str(s.value)]
     raise TypeError(f"not a statement: {s!r}")
 
 

@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..expr import (
+    NO_CODE,
     BinOp,
     ComputeOp,
     Const,
     Expr,
     Extent,
+    ExternOp,
     Load,
     Reduce,
     ScanOp,
@@ -18,6 +20,7 @@ from ..expr import (
     Var,
     compare,
     dag_shape_vars,
+    op_code,
     rewrite,
     shape_vars,
     substitute,
@@ -25,6 +28,7 @@ from ..expr import (
 )
 from ..schedule import Schedule, ScheduleError, Stage
 from .bounds import infer_region
+from .extern import lower_extern
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
 from .reduction import aligned_strides, outputs_of, reduce_identity, reduce_update
@@ -101,9 +105,12 @@ class Lowerer:
                     body.append(Allocate(buf))
             if isinstance(stage.op, ScanOp):
                 body.append(lower_scan(self, stage.op))
+            elif isinstance(stage.op, ExternOp):
+                body.append(lower_extern(self, stage.op))
             else:
                 body.append(self.lower_stage(stage))
-        return PrimFunc(self.name, self.args, seq(body), self.sizes)
+        code = NO_CODE.merge(*(op_code(st.op) for st in self.s.stages.values()))
+        return PrimFunc(self.name, self.args, seq(body), self.sizes, code)
 
     def allocate(self, stage: Stage, t: Tensor, shape: tuple[Extent, ...], scope: str) -> Buffer:
         """A new buffer for output ``t`` of ``stage``, with the row strides storage_align asks for."""

@@ -11,6 +11,7 @@ from .ir import (
     Barrier,
     BufLoad,
     CallStmt,
+    Evaluate,
     For,
     IfThenElse,
     Seq,
@@ -327,5 +328,5 @@ def check_loops(s: Stmt, gpu: bool, in_parallel: bool = False, in_vector: bool =
     elif isinstance(s, (IfThenElse, Seq)):
         for x in stmt_children(s):
             check_loops(x, gpu, in_parallel, in_vector)
-    elif not isinstance(s, (Store, Allocate, Barrier, CallStmt)):
+    elif not isinstance(s, (Store, Allocate, Barrier, CallStmt, Evaluate)):
         raise TypeError(f"unknown statement {s!r}")

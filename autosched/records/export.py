@@ -38,6 +38,7 @@ from ..runner.kernel import ArgSpec
 from ..target import Target
 from ..task import Task
 from .check import logged_target
+from .export_code import with_code
 from .log import Record, RecordWarning
 from .makefile import make_comment, make_settings
 
@@ -371,7 +372,7 @@ def export_files(
         "reference.c": _with_header(ref_src, reference, "reference.h"),
         "reference.h": _header(f"{reference.upper()}_H", reference, ref_params, ref_doc),
         "main.c": _main_c(task, kernel, reference, [v for _, v in sizes]),
-        "Makefile": _makefile(task.target, portable, "#pragma omp" in source, about),
+        "Makefile": with_code(_makefile(task.target, portable, "#pragma omp" in source, about), task.code),
     }
 
 

@@ -3,9 +3,10 @@
 It is started by :class:`~autosched.runner.process.WorkerProcess` and fed over a socket (each
 message a tuple, the first item its kind):
 
-- parent ``("compile", job, source, target, timeout, cache_dir, n_parallel)``: compile one source
-  into the kernel cache, in a pool of ``n_parallel`` threads (the compilers run in parallel
-  processes). Answer ``("done", job, Compiled)``, in completion order.
+- parent ``("compile", job, source, target, timeout, cache_dir, n_parallel, code)``: compile one
+  source (linked with the user C ``code`` it calls) into the kernel cache, in a pool of
+  ``n_parallel`` threads (the compilers run in parallel processes). Answer
+  ``("done", job, Compiled)``, in completion order.
 - parent ``("stop",)`` or a closed socket: stop every running compiler and exit.
 
 If the parent dies, running compilers (and their cc1/as/ld children) are killed and their
@@ -23,6 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..target import Target
+from ..te.ccode import NO_CODE, CCode
 from .compile import (
     BuildTimeout,
     CacheUnusable,
@@ -51,7 +53,7 @@ def _target(text: str) -> Target:
     return Target.parse(text)
 
 
-def compile_one(source: str, target: str, timeout: float, cache_dir: str) -> Compiled:
+def compile_one(source: str, target: str, timeout: float, cache_dir: str, code: CCode = NO_CODE) -> Compiled:
     """Compile one source; every failure becomes a :class:`Compiled` with its error kind."""
     start = time.perf_counter()
 
@@ -61,7 +63,7 @@ def compile_one(source: str, target: str, timeout: float, cache_dir: str) -> Com
         return Compiled(None, kind, message, time.perf_counter() - start, infrastructure)
 
     try:
-        lib = compile_shared(source, _target(target), timeout=timeout, cache_dir=Path(cache_dir))
+        lib = compile_shared(source, _target(target), timeout=timeout, cache_dir=Path(cache_dir), code=code)
     except (CompilerNotFound, CacheUnusable) as e:
         return failed(MeasureErrorNo.UNKNOWN_ERROR, e, infrastructure=type(e).__name__)
     except CompileError as e:
@@ -103,9 +105,9 @@ def serve(conn: Connection) -> None:
     send_lock = threading.Lock()
     pool: ThreadPoolExecutor | None = None
 
-    def run(job: int, source: str, target: str, timeout: float, cache_dir: str) -> None:
+    def run(job: int, source: str, target: str, timeout: float, cache_dir: str, code: CCode) -> None:
         try:
-            done = compile_one(source, target, timeout, cache_dir)
+            done = compile_one(source, target, timeout, cache_dir, code)
             with send_lock:
                 conn.send(("done", job, done))
         except OSError:  # the parent is gone: the watcher ends the process
@@ -122,11 +124,11 @@ def serve(conn: Connection) -> None:
                 return
             if message[0] != "compile":
                 return
-            _, job, source, target, timeout, cache_dir, n_parallel = message
+            _, job, source, target, timeout, cache_dir, n_parallel, code = message
             if pool is None:
                 pool = ThreadPoolExecutor(max(1, int(n_parallel)), thread_name_prefix="compile")
             jobs.started()
-            pool.submit(run, job, source, target, timeout, cache_dir)
+            pool.submit(run, job, source, target, timeout, cache_dir, code)
     finally:
         jobs.stop()
         if pool is not None:

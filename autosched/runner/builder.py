@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ..te.ccode import CCode
 from .build_worker import Compiled
 from .compile import CacheUnusable, CompilerNotFound, default_cache_dir
 from .errors import InfrastructureError
@@ -63,7 +64,7 @@ class LocalBuilder(Closing):
         """Build every candidate of ``inputs``; one :class:`BuildResult` per input, in order."""
         cache_dir = str(self.cache_dir if self.cache_dir is not None else default_cache_dir())
         results: list[BuildResult] = []
-        jobs: dict[tuple[str, str], list[tuple[int, float]]] = {}  # (source, target) -> [(index, seconds)]
+        jobs: dict[tuple[str, str, CCode], list[tuple[int, float]]] = {}  # (source, target, code) -> [(i, s)]
         for i, inp in enumerate(inputs):
             start = time.perf_counter()
             task = inp.task
@@ -78,7 +79,7 @@ class LocalBuilder(Closing):
             results.append(BuildResult(None, task.func_name, specs))
             seconds = time.perf_counter() - start
             self.emit_time += seconds
-            jobs.setdefault((source, str(task.target)), []).append((i, seconds))
+            jobs.setdefault((source, str(task.target), task.code), []).append((i, seconds))
         for users, done in zip(jobs.values(), self._compile_all(list(jobs), cache_dir), strict=True):
             if done.infrastructure:
                 raise _INFRASTRUCTURE.get(done.infrastructure, InfrastructureError)(done.error_msg)
@@ -92,7 +93,7 @@ class LocalBuilder(Closing):
                 )
         return results
 
-    def _compile_all(self, jobs: list[tuple[str, str]], cache_dir: str) -> list[Compiled]:
+    def _compile_all(self, jobs: list[tuple[str, str, CCode]], cache_dir: str) -> list[Compiled]:
         """Compile the (source, target) pairs in the worker; a worker that died is replaced once."""
         done: dict[int, Compiled] = {}
         for attempt in range(2):
@@ -106,7 +107,7 @@ class LocalBuilder(Closing):
         return [done[i] for i in range(len(jobs))]
 
     def _compile_in_worker(
-        self, jobs: list[tuple[str, str]], cache_dir: str, done: dict[int, Compiled]
+        self, jobs: list[tuple[str, str, CCode]], cache_dir: str, done: dict[int, Compiled]
     ) -> None:
         """Send the jobs not yet in ``done`` and collect their answers into ``done``."""
         todo = [i for i in range(len(jobs)) if i not in done]
@@ -117,8 +118,8 @@ class LocalBuilder(Closing):
         worker = self._worker
         try:
             for i in todo:
-                source, target = jobs[i]
-                worker.send(("compile", i, source, target, self.timeout, cache_dir, self.n_parallel))
+                source, target, code = jobs[i]
+                worker.send(("compile", i, source, target, self.timeout, cache_dir, self.n_parallel, code))
         except OSError:
             raise WorkerError(f"the build worker died: {worker.death()}") from None
         rounds = -(-len(todo) // self.n_parallel)

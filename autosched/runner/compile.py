@@ -24,7 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..target import Target
+from ..te.ccode import NO_CODE, CCode
 from .errors import InfrastructureError
+from .linking import extern_flags, extern_link, missing_function
 
 #: Link flags placed after the source file.
 LIBS = ("-lm", "-Wl,-z,nodelete")  # never unloaded: OpenMP threads may outlive a dlclose
@@ -67,6 +69,18 @@ class CompileError(BuildError):
         if "omp.h" in stderr and "clang" in Path(command[0]).name:
             hint = "\nclang needs LLVM's OpenMP headers: apt-get install libomp-dev"
         super().__init__(f"compile failed: {shlex.join(command)}\n{shown}{hint}")
+
+
+class MissingCFunction(CompileError):
+    """A C function the kernel calls is defined nowhere: not in its C source, headers or libraries."""
+
+    def __init__(self, command: Sequence[str], stderr: str, symbol: str) -> None:
+        super().__init__(command, stderr)
+        self.symbol = symbol
+        self.args = (
+            f"the C function {symbol!r} that the kernel calls does not exist: define it in c_source=, "
+            f"include its header (headers=) or link its library (libs=)\n{self.args[0]}",
+        )
 
 
 class BuildTimeout(BuildError):
@@ -169,20 +183,28 @@ def _write_atomic(path: Path, data: str) -> None:
 
 
 def compile_shared(
-    source: str, target: Target, *, timeout: float = 120, cache_dir: Path | None = None
+    source: str,
+    target: Target,
+    *,
+    timeout: float = 120,
+    cache_dir: Path | None = None,
+    code: CCode = NO_CODE,
 ) -> Path:
     """Build ``source`` into a shared library for ``target``; return its path in the cache.
 
-    A library already built from the same source, compiler command and compiler version is
-    returned without compiling. Raises :class:`CompilerNotFound`, :class:`CompileError` or
-    :class:`BuildTimeout`.
+    ``code`` is the user C the source calls (see :class:`~autosched.te.ccode.CCode`): its
+    directories and libraries are passed to the compiler, and a C function that exists nowhere is
+    a :class:`MissingCFunction`. A library already built from the same source, compiler command
+    (with those) and compiler version is returned without compiling. Raises
+    :class:`CompilerNotFound`, :class:`CompileError` or :class:`BuildTimeout`.
     """
     cc = target.cc
     if cc is None:
         raise BuildError(f"{target.kind} targets are not built with a C compiler")
-    flags = target.cflags(shared=True)
+    flags = [*target.cflags(shared=True), *extern_flags(code)]
+    libs = [*extern_link(code), *LIBS]
     version = compiler_version(cc)
-    key = hashlib.sha256(json.dumps([source, cc, flags, list(LIBS), version]).encode()).hexdigest()[:40]
+    key = hashlib.sha256(json.dumps([source, cc, flags, libs, version]).encode()).hexdigest()[:40]
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     lib = cache / f"{key}.so"
     if lib.exists():
@@ -196,8 +218,13 @@ def compile_shared(
         raise CacheUnusable.at(cache, e.strerror or e) from None
     os.close(fd)
     try:
-        _run([cc, *flags, "-o", tmp, str(src), *LIBS], timeout)
+        _run([cc, *flags, "-o", tmp, str(src), *libs], timeout)
         os.replace(tmp, lib)
+    except CompileError as e:
+        symbol = missing_function(e.stderr, code)
+        if symbol is None:
+            raise
+        raise MissingCFunction(e.command, e.stderr, symbol) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

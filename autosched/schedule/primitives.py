@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import ComputeOp, Expr, Extent, IterVar, Load, Reduce, ScanOp, Tensor, Var, rewrite
+from ..expr import ComputeOp, Expr, Extent, ExternOp, IterVar, Load, Reduce, ScanOp, Tensor, Var, rewrite
 from . import steps as st
 from .intrin import HANDLERS as INTRIN_HANDLERS
 from .stage import (
@@ -41,6 +41,11 @@ def _compute_only(stage: Stage) -> ComputeOp:
         raise ScheduleError(
             f"{stage.name} is a scan; on CPU it keeps its loop nest (a sequential loop over its first "
             "axis), so schedule the stages it reads instead"
+        )
+    if isinstance(stage.op, ExternOp):
+        raise ScheduleError(
+            f"{stage.name} is an extern stage: its C computes it as written, so it cannot be split, "
+            "tiled, reordered, annotated or moved; schedule the stages it reads and the ones that read it"
         )
     if not isinstance(stage.op, ComputeOp):
         raise ScheduleError(f"{stage.name} is a placeholder; it has no loops to schedule")

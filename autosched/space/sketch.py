@@ -22,7 +22,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..expr import ComputeOp, Load, Reduce, Select, Tensor, Var, as_int, static_shape, topo_order, walk
+from ..expr import (
+    ComputeOp,
+    ExternOp,
+    Load,
+    Reduce,
+    Select,
+    Tensor,
+    Var,
+    as_int,
+    static_shape,
+    topo_order,
+    walk,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +138,11 @@ def stage_options(op: ComputeOp, ops: Sequence[ComputeOp], outputs: set[str], co
 def generate_sketches(outputs: Sequence[Tensor], cores: int = 2) -> list[Sketch]:
     """Every sketch of the DAG behind ``outputs``, by applying the derivation rules from the
     outputs back to the inputs and enumerating the stages' alternatives."""
-    ops = [op for op in topo_order(list(outputs)) if isinstance(op, ComputeOp)]
-    out_names = {t.name for t in outputs}
+    every = topo_order(list(outputs))
+    ops = [op for op in every if isinstance(op, ComputeOp)]
+    # an extern stage reads whole arrays: what it reads stays a stage of its own, as outputs do
+    whole = {t.name for op in every if isinstance(op, ExternOp) for t in op.inputs}
+    out_names = {t.name for t in outputs} | whole
     sketches: list[tuple[StagePlan, ...]] = [()]
     for op in reversed(ops):
         grown = []

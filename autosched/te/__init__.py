@@ -6,8 +6,12 @@
     tensor     Tensor, PlaceholderOp, ComputeOp, ScanOp; placeholder, compute (nodes, traverse)
     reducers   comm_reducer, min_value, max_value                           (nodes, traverse)
     scan       scan                                                         (nodes, tensor)
+    ccode      CCode: user C (source, headers, libraries) a kernel carries     ()
+    buffer     decl_buffer, call_extern, call_pure_extern; buffer nodes     (nodes, ccode)
+    ir_builder the statements of an extern body and their builder            (nodes, buffer)
+    extern     extern, call_packed, call_intrin                              (tensor, ir_builder)
     dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
-    intrin     decl_tensor_intrin, decl_buffer, TensorIntrin, CImpl          (nodes, tensor, dag)
+    intrin     decl_tensor_intrin, TensorIntrin, CImpl                       (nodes, tensor, dag)
 
 Users and the rest of autosched import these names from :mod:`autosched.expr`, which re-exports
 them all; this package imports nothing from above itself.

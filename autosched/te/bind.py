@@ -77,7 +77,7 @@ def bind(outputs: Sequence[Tensor], sizes: Mapping[str, int]) -> list[Tensor]:
             others = tuple(rewrite(b, retarget) for b in op.others)
             made = ComputeOp(op.name, axis, rewrite(op.body, retarget), op.tag, dict(op.attrs), others)
         else:
-            raise ValueError(f"bind: {op.name!r} is a scan; scans take fixed shapes only")
+            raise ValueError(f"bind: {op.name!r} is a scan or an extern stage; those take fixed shapes only")
         for i in range(made.num_outputs if isinstance(made, ComputeOp) else 1):
             t = made.output(i)
             new[t.name] = t

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from .ir_builder import format_extern
 from .nodes import to_str
-from .tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor
+from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 
 
 def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list[Tensor]:
@@ -16,7 +17,7 @@ def as_tensors(items: Tensor | Operation | Sequence[Tensor | Operation]) -> list
     for t in seq:
         if isinstance(t, Tensor):
             out.append(t)
-        elif isinstance(t, (PlaceholderOp, ComputeOp, ScanOp)):
+        elif isinstance(t, (PlaceholderOp, ComputeOp, ScanOp, ExternOp)):
             out.append(t.output(0))
         else:
             raise TypeError(f"expected a Tensor or an operation, got {type(t).__name__}")
@@ -56,6 +57,11 @@ def op_to_str(op: Operation) -> str:
         parts = [op_to_str(t.op) for t in (op.init, op.update)]
         state = f"{op.state.name}[{', '.join(str(d) for d in op.shape)}]"
         return f"{op.name} = scan(state={state}, init: {parts[0]}, update: {parts[1]})"
+    if isinstance(op, ExternOp):
+        ins = ", ".join(f"{b.name}={t.name}" for b, t in zip(op.in_buffers, op.inputs, strict=True))
+        outs = ", ".join(f"{b.name}:{b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in op.out_buffers)
+        code = f" c:{op.code.digest()}" if op.code else ""
+        return f"{op.name} = extern(({outs}) <- ({ins}): {format_extern(op.body)}){code}"
     axes = ", ".join(f"{iv.name}:{iv.extent}" for iv in op.axis)
     body = ", ".join(to_str(b) for b in op.bodies) if op.others else to_str(op.body)
     return f"{op.name}[{axes}] = {body}" + (f"  # tag={op.tag}" if op.tag else "")

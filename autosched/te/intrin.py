@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import keyword
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,31 +82,6 @@ class IntrinBuffer:
     def data(self) -> str:
         """The pointer's name in the C body (TVM's ``buffer.data``)."""
         return self.name
-
-
-def decl_buffer(
-    shape: Sequence[Extent],
-    dtype: str = "float32",
-    name: str = "buffer",
-    data: Any = None,
-    strides: Sequence[Extent] | None = None,
-    offset_factor: int = 0,
-    data_alignment: int = -1,
-    elem_offset: Any = None,
-    scope: str = "",
-) -> IntrinBuffer:
-    """A buffer declaration for ``decl_tensor_intrin(..., binds={tensor: buffer})``, as TVM's.
-
-    ``offset_factor``, ``data_alignment``, ``elem_offset`` and ``scope`` are accepted for TVM's
-    signature: the pointer passed to the implementation always points at the region's first
-    element, so there is no offset parameter.
-    """
-    if data is not None:
-        raise ValueError(f"decl_buffer {name!r}: data= is not supported (the pointer is always the tensor's)")
-    shp = tuple(shape)
-    if strides is not None and len(tuple(strides)) != len(shp):
-        raise ValueError(f"decl_buffer {name!r}: {len(tuple(strides))} strides for {len(shp)} dimensions")
-    return IntrinBuffer(name, shp, _dtype(dtype).name, None if strides is None else tuple(strides))
 
 
 @dataclass(frozen=True, slots=True)

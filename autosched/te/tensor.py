@@ -13,27 +13,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dtypes import dtype as _dtype
+from .buffer import DeclBuffer
+from .ccode import CCode
 from .extent import check_extent, ext_sub, extent_vars, static
+from .ir_builder import ExternStmt
 from .nodes import Expr, ExprLike, Extent, IterVar, Load, Reduce, Var, as_expr
 from .traverse import walk
 
 
-@dataclass(eq=False, slots=True)
-class PlaceholderOp:
-    """An input tensor of the DAG."""
+class NoLoops:
+    """What operations without loops to schedule (inputs, scans, extern stages) answer for
+    ``op.axis`` and ``op.reduce_axis``, so that every stage's axes can be read."""
 
-    name: str
-    shape: tuple[Extent, ...]
-    dtype: str
+    __slots__ = ()
 
     @property
     def axis(self) -> tuple[IterVar, ...]:
-        """An input has no loops (present so every stage's ``op.axis`` can be read)."""
         return ()
 
     @property
     def reduce_axis(self) -> tuple[IterVar, ...]:
         return ()
+
+
+@dataclass(eq=False, slots=True)
+class PlaceholderOp(NoLoops):
+    """An input tensor of the DAG."""
+
+    name: str
+    shape: tuple[Extent, ...]
+    dtype: str
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
@@ -94,10 +103,10 @@ class ComputeOp:
 
 
 @dataclass(eq=False, slots=True)
-class ScanOp:
+class ScanOp(NoLoops):
     """A recurrence over the first axis (what ``scan`` builds): rows ``[0, init.shape[0])`` are
     ``init``; each later row ``t`` is ``update`` at ``t``, where ``update`` reads the rows before
-    ``t`` through ``state``. Computed as a sequential loop over ``t``."""
+    ``t`` through ``state``. Computed as a sequential loop over ``t`` (no axes to schedule)."""
 
     name: str
     init: Tensor
@@ -115,15 +124,6 @@ class ScanOp:
         return self.state.dtype
 
     @property
-    def axis(self) -> tuple[IterVar, ...]:
-        """A scan keeps its loop nest (sequential first axis); it has no axes to schedule."""
-        return ()
-
-    @property
-    def reduce_axis(self) -> tuple[IterVar, ...]:
-        return ()
-
-    @property
     def num_outputs(self) -> int:
         return 1
 
@@ -139,6 +139,43 @@ class ScanOp:
         return Tensor(self)
 
 
+@dataclass(eq=False, slots=True)
+class ExternOp(NoLoops):
+    """A stage computed by C the user provides (what ``extern`` builds): ``body`` reads the
+    ``inputs`` through ``in_buffers`` and writes the outputs through ``out_buffers``; ``code`` is
+    the C it needs. It keeps its body as written: it has no axes to schedule."""
+
+    name: str
+    inputs: tuple[Tensor, ...]
+    in_buffers: tuple[DeclBuffer, ...]
+    out_buffers: tuple[DeclBuffer, ...]
+    body: ExternStmt
+    code: CCode
+    tag: str = ""
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[Extent, ...]:
+        return self.out_buffers[0].shape
+
+    @property
+    def dtype(self) -> str:
+        return self.out_buffers[0].dtype
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.out_buffers)
+
+    @property
+    def input_tensors(self) -> tuple[Tensor, ...]:
+        return self.inputs
+
+    def output(self, index: int = 0) -> Tensor:
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"{self.name} has {self.num_outputs} outputs, asked for output {index}")
+        return Tensor(self, index)
+
+
 def _loaded(bodies: Iterable[Expr]) -> tuple[Tensor, ...]:
     seen: dict[str, Tensor] = {}
     for body in bodies:
@@ -148,7 +185,7 @@ def _loaded(bodies: Iterable[Expr]) -> tuple[Tensor, ...]:
     return tuple(seen.values())
 
 
-Operation = PlaceholderOp | ComputeOp | ScanOp
+Operation = PlaceholderOp | ComputeOp | ScanOp | ExternOp
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +207,21 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[Extent, ...]:
+        if isinstance(self.op, ExternOp):
+            return self.op.out_buffers[self.value_index].shape
         return self.op.shape
 
     @property
     def dtype(self) -> str:
         if isinstance(self.op, ComputeOp):
             return self.op.bodies[self.value_index].dtype
+        if isinstance(self.op, ExternOp):
+            return self.op.out_buffers[self.value_index].dtype
         return self.op.dtype
 
     @property
     def ndim(self) -> int:
-        return len(self.op.shape)
+        return len(self.shape)
 
     def __getitem__(self, indices: ExprLike | tuple[ExprLike, ...]) -> Load:
         idx = indices if isinstance(indices, tuple) else (indices,)
