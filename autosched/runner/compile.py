@@ -177,26 +177,47 @@ def compile_shared(
     returned without compiling. Raises :class:`CompilerNotFound`, :class:`CompileError` or
     :class:`BuildTimeout`.
     """
+    return _cached_build(source, target, target.cflags(shared=True), LIBS, ".so", timeout, cache_dir)
+
+
+def compile_executable(
+    source: str, target: Target, *, timeout: float = 120, cache_dir: Path | None = None
+) -> Path:
+    """Build ``source`` (with its ``main``) into a static executable for ``target``, cached like
+    :func:`compile_shared`: it needs no library on the machine that runs it (a board)."""
+    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static"]
+    return _cached_build(source, target, flags, ("-lm",), ".exe", timeout, cache_dir)
+
+
+def _cached_build(
+    source: str,
+    target: Target,
+    flags: list[str],
+    libs: Sequence[str],
+    suffix: str,
+    timeout: float,
+    cache_dir: Path | None,
+) -> Path:
+    """Compile ``source`` with ``flags`` and ``libs`` into the cache as ``<key><suffix>``."""
     cc = target.cc
     if cc is None:
         raise BuildError(f"{target.kind} targets are not built with a C compiler")
-    flags = target.cflags(shared=True)
     version = compiler_version(cc)
-    key = hashlib.sha256(json.dumps([source, cc, flags, list(LIBS), version]).encode()).hexdigest()[:40]
+    key = hashlib.sha256(json.dumps([source, cc, flags, list(libs), version]).encode()).hexdigest()[:40]
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    lib = cache / f"{key}.so"
+    lib = cache / f"{key}{suffix}"
     if lib.exists():
         return lib
     src = cache / f"{key}.c"
     try:
         cache.mkdir(parents=True, exist_ok=True)
         _write_atomic(src, source)
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".so.tmp")
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=f"{suffix}.tmp")
     except OSError as e:
         raise CacheUnusable.at(cache, e.strerror or e) from None
     os.close(fd)
     try:
-        _run([cc, *flags, "-o", tmp, str(src), *LIBS], timeout)
+        _run([cc, *flags, "-o", tmp, str(src), *libs], timeout)
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):
