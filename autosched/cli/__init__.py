@@ -15,6 +15,10 @@
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
+    autosched tune ... --board ALIAS [--board ALIAS2] | --boards FILE
+                                           time on ARM boards over SSH (cross-compiled here)
+    autosched boards check [ALIAS... | --boards FILE] [--json]
+                                           connect to boards: arch, CPU, cores, caches, target
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
@@ -35,10 +39,10 @@ from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, db, logs, tune
+from . import basic, boards, db, logs, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, logs, db)
+COMMANDS = (basic, tune, logs, db, boards)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (
