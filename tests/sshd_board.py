@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -34,11 +35,10 @@ def board_user() -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     try:
         pwd.getpwnam(BOARD_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--shell", "/bin/sh", "--home-dir", str(BOARD_HOME), BOARD_USER],
-            check=True, capture_output=True,
-        )  # fmt: skip
+    except KeyError:  # password "*": no password login, but not a locked account (sshd refuses those)
+        home = ["--home-dir", str(BOARD_HOME)]
+        subprocess.run(["useradd", "--system", "--shell", "/bin/sh", *home, "-p", "*", BOARD_USER],
+                       check=True, capture_output=True)  # fmt: skip
     BOARD_HOME.mkdir(exist_ok=True)
     entry = pwd.getpwnam(BOARD_USER)
     os.chown(BOARD_HOME, entry.pw_uid, entry.pw_gid)
@@ -137,9 +137,11 @@ class SshLab:
         self.dir = directory
         self.user = board_user()
         self.key = directory / "id_ed25519"
-        self.authorized = directory / "authorized_keys"
+        # sshd reads it as the board user: as root, put it where that user can read it
+        keys_dir = BOARD_HOME if os.getuid() == 0 else directory
+        self.authorized = keys_dir / f"authorized_keys-{secrets.token_hex(4)}"
         self.authorized.write_text(_keygen(self.key) + "\n")
-        os.chmod(directory, 0o755)
+        self.authorized.chmod(0o644)
         self.servers: dict[str, SshServer] = {}
         self.ssh_config = directory / "ssh_config"
         self._entries: list[str] = []
@@ -169,3 +171,4 @@ class SshLab:
         """Stop every server."""
         for server in self.servers.values():
             server.kill()
+        self.authorized.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ from autosched.records import is_remeasurement, load_records
 from autosched.runner.errors import InfrastructureError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
+from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
 from autosched.runner.remote.session import TaskData
 
 pytestmark = pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
@@ -63,8 +64,9 @@ def test_tune_a_builtin_for_aarch64_on_a_board_then_export(lab: SshLab, tmp_path
     for r in records:  # the log replays: every program lowers and emits again
         assert "default_function__bench" in task.source(r.steps)
     out = tmp_path / "export"
-    assert main(["export", str(log), "--out", str(out)]) == 0
-    cross = ["CC=aarch64-linux-gnu-gcc", "CFLAGS=-O2", "RUN_WITH=qemu-aarch64 -L /usr/aarch64-linux-gnu"]
+    assert main(["export", str(log), "--out", str(out), "--target", str(task.target)]) == 0
+    assert "CC = aarch64-linux-gnu-gcc" in (out / "Makefile").read_text()  # the tuned compiler, by default
+    cross = ["RUN_WITH=qemu-aarch64 -L /usr/aarch64-linux-gnu"]
     run = subprocess.run(["make", "-s", "-C", str(out), "run", *cross, "CPPFLAGS=-DMIN_REPEAT_MS=1"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and "check: OK" in run.stdout, run.stdout + run.stderr
@@ -152,12 +154,12 @@ def test_a_second_board_takes_over_while_the_first_is_down(lab: SshLab, tmp_path
             result = asc.tune(task, trials=8, log=log, tuner="random", seed=7, runner=runner,
                               batch_size=4, remeasure=0, callbacks=[drop])  # fmt: skip
             first, second = (h.measured for h in runner._health)
-            down = runner._health[0].down
+            failures = runner.board_failures
     finally:
         if server.proc is None:
             server.start()
     assert result.valid_trials == 8 and program_faults(log) == []
-    assert down and second >= 4 and first + second == 8
+    assert failures >= 1 and second >= 4 and first + second == 8  # board2 measured the later batches
 
 
 def test_all_boards_down_stops_with_a_clear_message(lab: SshLab, tmp_path: Path) -> None:
@@ -225,3 +227,52 @@ def test_task_data_is_generated_once_per_task() -> None:
     task = asc.Task("matmul", (4, 4, 4), target=TARGET)
     tag, inputs, expected = data.get(task)
     assert data.get(task)[1] is inputs and len(tag) == 16 and expected[0].shape == (4, 4)
+
+
+ARM_PROBE = """\
+== arch
+aarch64
+== cores
+4
+== caches
+1 Data 32K
+1 Instruction 48K
+2 Unified 1024K
+== cpuinfo
+processor\t: 0
+BogoMIPS\t: 108.00
+Features\t: fp asimd evtstrm crc32 cpuid
+CPU implementer\t: 0x41
+CPU part\t: 0xd08
+"""
+
+
+def test_an_arm_board_suggests_its_target() -> None:
+    info = parse_probe(ARM_PROBE)
+    assert (info.arch, info.cores, info.mcpu, info.isa) == ("aarch64", 4, "cortex-a72", ("asimd",))
+    assert info.caches == {"l1": 32 << 10, "l2": 1 << 20}
+    target = suggested_target(info)
+    cpu = "-mcpu=cortex-a72 -cores=4 -num-threads=4"
+    assert target == f"c -cc=aarch64-linux-gnu-gcc {cpu} -l1=32768 -l2=1048576"
+    assert asc.Target.parse(target).machine == "aarch64"
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("", "no \\[\\[board\\]\\] entries"),
+        ('[[board]]\ntarget = "c"\n', "name must be a string"),
+        ('[[board]]\nname = "-oProxyCommand=x"\n', "bad board alias"),
+        ('[[board]]\nname = "a"\nworkdir = "-rf"\n', "bad workdir"),
+        ('[[board]]\nname = "a"\nlauncher = [1]\n', "launcher must be a list of words"),
+        ('[[board]]\nname = "a"\ncolour = "red"\n', "unknown keys colour"),
+        ('[[board]]\nname = "a"\n[[board]]\nname = "a"\n', "listed twice"),
+        ('[[board]]\nname = "a"\ntarget = "c -bogus=1"\n', "unknown option -bogus"),
+        ("[[board]\n", "boards file"),
+    ],
+)
+def test_bad_boards_files_are_refused_clearly(tmp_path: Path, text: str, error: str) -> None:
+    path = tmp_path / "boards.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=error):
+        load_boards(path)

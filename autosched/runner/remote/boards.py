@@ -76,7 +76,7 @@ class Board:
         Connection(self.name)  # checks the alias's form
         if self.target is not None:
             Target.parse(self.target)
-        if not self.workdir or "\0" in self.workdir or "\n" in self.workdir:
+        if not self.workdir or self.workdir.startswith("-") or any(c in self.workdir for c in "\0\n"):
             raise ValueError(f"board {self.name}: bad workdir {printable(self.workdir, 80)!r}")
 
 

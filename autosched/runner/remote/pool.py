@@ -157,6 +157,9 @@ class BoardPool(Closing):
                     none_up_since = now
                 elif now - none_up_since > self.down_timeout:
                     raise BoardsDown(self._down_message())
+                if not running:  # every board waits out a backoff
+                    time.sleep(0.2)
+                    continue
                 done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
                 for job in done:
                     h, i, started = running.pop(job)
