@@ -85,7 +85,7 @@ def main() -> None:
             s.measure(inp, build, data, option)  # uploads the inputs, warms up
         times: dict[str, list[float]] = {"local": [], "shared": [], "plain": []}
         for _ in range(args.trials):  # interleaved
-            times["local"].append(local_trial(build.lib_path, data_dir, root, option))
+            times["local"].append(local_trial(build.lib_path.removesuffix(".gz"), data_dir, root, option))
             for name, s in (("shared", shared), ("plain", plain)):
                 t0 = time.perf_counter()
                 error_no, msg, _ = s.measure(inp, build, data, option)

@@ -22,6 +22,7 @@ from autosched.runner.errors import InfrastructureError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
 from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
+from autosched.runner.remote.program import gzipped
 from autosched.runner.remote.session import TaskData
 
 pytestmark = pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
@@ -100,7 +101,7 @@ def _hand_built(tmp_path: Path, body: str) -> str:
     src.write_text(f"#include <signal.h>\n#include <stdlib.h>\nint main(void) {{ {body} return 0; }}\n")
     exe = tmp_path / f"bad{abs(hash(body))}"
     subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-O1", "-o", str(exe), str(src)], check=True)
-    return str(exe)
+    return str(gzipped(exe))  # as RemoteBuilder hands them over
 
 
 def test_segfault_and_hang_cost_one_trial_and_the_board_stays_usable(lab: SshLab, tmp_path: Path) -> None:

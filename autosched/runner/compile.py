@@ -185,7 +185,7 @@ def compile_executable(
 ) -> Path:
     """Build ``source`` (with its ``main``) into a static executable for ``target``, cached like
     :func:`compile_shared`: it needs no library on the machine that runs it (a board)."""
-    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static"]
+    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static", "-s"]
     return _cached_build(source, target, flags, ("-lm",), ".exe", timeout, cache_dir)
 
 

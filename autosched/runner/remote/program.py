@@ -15,7 +15,11 @@ on the board (the executable is linked ``-static``).
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import math
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -121,11 +125,28 @@ def main_source(func_name: str, specs: Sequence[ArgSpec]) -> str:
     return _MAIN.format(name=func_name, args=args, setup="\n".join(setup), write="\n".join(write))
 
 
+def gzipped(path: Path) -> Path:
+    """``path`` compressed as ``path.gz`` (made once, atomically): half the bytes to send a board."""
+    out = path.with_name(path.name + ".gz")
+    if not out.exists():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=out.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(gzip.compress(path.read_bytes(), 6))
+            os.replace(tmp, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    return out
+
+
 class RemoteBuilder(Closing):
     """Builds candidates into static executables for a board (the :class:`Builder` protocol).
 
     ``n_parallel`` compilers (default 2) run at once, each limited to ``timeout`` seconds, into
-    ``cache_dir`` (default: the kernel cache). :attr:`BuildResult.lib_path` is the executable.
+    ``cache_dir`` (default: the kernel cache). :attr:`BuildResult.lib_path` is the executable,
+    stripped and gzip-compressed (the board runs ``gzip -dc``).
     A missing compiler or an unwritable cache raises (an infrastructure failure).
     """
 
@@ -167,7 +188,7 @@ class RemoteBuilder(Closing):
         cache = self.cache_dir if self.cache_dir is not None else kernel_cache() / "boards"
         kind, message, exe = MeasureErrorNo.NO_ERROR, "", None
         try:  # a missing compiler or an unwritable cache raises: the machine's fault
-            exe = str(compile_executable(source, task.target, timeout=self.timeout, cache_dir=cache))
+            exe = str(gzipped(compile_executable(source, task.target, timeout=self.timeout, cache_dir=cache)))
         except CompileError as e:
             kind, message = MeasureErrorNo.COMPILE_ERROR, str(e)
         except BuildTimeout as e:

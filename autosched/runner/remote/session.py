@@ -10,9 +10,9 @@ On the board, under the board's working directory ``W``::
         data-<task hash>/in<k>.bin  the task's inputs, generated here from the seed, sent once
         cand, out<k>.bin, t.json    the candidate being timed, its outputs and timings
 
-A trial is one ssh round trip: the executable goes up on stdin, runs under ``timeout`` (the
-board's launcher in front, if any), and the exit status, timings, messages and outputs come back
-in one framed answer. The outputs are checked here against the reference.
+A trial is one ssh round trip: the executable (gzip-compressed) goes up on stdin, runs under
+``timeout`` (the board's launcher in front, if any), and the exit status, timings, messages and
+outputs come back in one framed answer. The outputs are checked here against the reference.
 """
 
 from __future__ import annotations
@@ -85,24 +85,32 @@ def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:40] or "host"
 
 
-def _frames(data: bytes, count: int) -> tuple[int, list[bytes | None]]:
-    """The candidate's exit status and ``count`` framed files (None: absent) of a trial's answer."""
+def _frames(data: bytes, names: Sequence[str]) -> tuple[int, list[bytes | None]]:
+    """The candidate's exit status and the files ``names`` (None: absent) from a trial's answer:
+    ``asc-rc STATUS``, ``wc -c`` lines of the files present, ``asc-data``, their bytes in order."""
     start = data.find(b"asc-rc ")  # after anything the login's shell start-up may have printed
     if start < 0:
         raise ValueError("no status line")
     head, _, rest = data[start:].partition(b"\n")
     status = int(head[7:])
+    table, sep, blob = rest.partition(b"asc-data\n")
+    if not sep:
+        raise ValueError("no data marker")
+    sizes: dict[str, int] = {}
+    for line in table.decode(errors="replace").splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1] in names:
+            sizes[words[1]] = int(words[0])
     files: list[bytes | None] = []
-    for _ in range(count):
-        line, _, rest = rest.partition(b"\n")
-        size = int(line.strip())
-        if size < 0:
+    for name in names:
+        size = sizes.get(name)
+        if size is None:
             files.append(None)
             continue
-        if len(rest) < size:
+        if len(blob) < size:
             raise ValueError("truncated answer")
-        files.append(rest[:size])
-        rest = rest[size:]
+        files.append(blob[:size])
+        blob = blob[size:]
     return status, files
 
 
@@ -146,8 +154,9 @@ class BoardSession:
         script = "\n".join([
             f"mkdir -p {q(self.board.workdir)} && cd {q(self.board.workdir)} || exit 1",
             f": >> lock && mkdir -p {q(self.run_name)} || exit 1",
+            f": > {q(self.run_name)}/cand && chmod 700 {q(self.run_name)}/cand || exit 1",
             "find . -maxdepth 1 -name 'run-*' -type d -mtime +1 -exec rm -rf {} + 2>/dev/null",
-            "for t in flock timeout; do command -v $t >/dev/null 2>&1 || echo \"missing $t\" >&2; done",
+            "for t in flock timeout gzip; do command -v $t >/dev/null 2>&1 || echo \"missing $t\" >&2; done",
             f"echo '== runs'; for d in {q(f'run-{_host_tag()}-')}*; do [ -d \"$d\" ] && echo \"$d\"; done",
             "echo '== home'; pwd",
             PROBE_SCRIPT,
@@ -239,23 +248,19 @@ class BoardSession:
             f"cd {q(self.run_dir)} 2>/dev/null || exit {_NO_RUN_DIR}",
             f"[ -f data-{tag}/in{len(inputs) - 1}.bin ] || exit {_NO_DATA}" if inputs else ":",
             f"exec 9>>{q(self.workdir + '/lock')} && flock -w {LOCK_WAIT:g} 9 || exit {_LOCK_TIMEOUT}",
-            "ulimit -c 0; rm -f cand t.json err.txt out*.bin",
-            "cat > cand && chmod 700 cand || exit 1",
+            "ulimit -c 0; gzip -dc > cand || exit 1",  # cand exists, mode 700 (see start)
             f"timeout -k 2 {option.run_timeout:g} {' '.join(map(q, words))} >t.json 2>err.txt </dev/null",
             'echo "asc-rc $?"',
-            f"for f in {' '.join(files)}; do",
-            '  if [ -f "$f" ]; then wc -c < "$f"; cat "$f"; else echo -1; fi',
-            "done",
-            "rm -f cand out*.bin",
+            f"wc -c {' '.join(files)} 2>/dev/null; echo asc-data; cat {' '.join(files)} 2>/dev/null; exit 0",
         ])  # fmt: skip
-        exe = Path(build.lib_path).read_bytes()
+        exe = Path(build.lib_path).read_bytes()  # gzip-compressed (see RemoteBuilder)
         reply = self.conn.run(script, exe, timeout=LOCK_WAIT + option.run_timeout + _SLACK)
         if reply.status == _NO_DATA:
             self._data.discard(tag)
             raise BoardUnreachable(f"board {self.board.name}: the task's inputs are gone")
         self._check_status(reply.status, reply.stderr)
         try:
-            status, got = _frames(reply.stdout, len(files))
+            status, got = _frames(reply.stdout, files)
         except ValueError as e:
             raise BoardUnreachable(f"board {self.board.name}: garbled answer ({e})") from None
         if status in (126, 127):  # the launcher or the executable cannot be started: the set-up's fault
