@@ -19,6 +19,7 @@ compete for them as two real boards would not). Appends to results/ssh.json.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -95,7 +96,8 @@ def main() -> None:
         plain.close()
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         rows = [[k, med[k], med[k] - med["local"]] for k in ("local", "shared", "plain")]
-        print(f"per trial, {task.workload} under qemu-aarch64, median of {args.trials} (ms):")
+        load = os.getloadavg()[0]
+        print(f"per trial, {task.workload} under qemu-aarch64, median of {args.trials} (ms), load {load:.1f}")
         print_table(["path", "ms/trial", "overhead ms"], rows)
 
         space, rng = make_space(task, "sketch"), random.Random(1)
@@ -113,7 +115,7 @@ def main() -> None:
         write_results("ssh", {
             "workload": str(task.workload), "trials": args.trials, "ms_per_trial": med,
             "overhead_ms": {k: med[k] - med["local"] for k in ("shared", "plain")},
-            "throughput_trials_per_min": rate, "batch": args.batch,
+            "throughput_trials_per_min": rate, "batch": args.batch, "load_before": load,
         })  # fmt: skip
     finally:
         lab.close()

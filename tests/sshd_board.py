@@ -37,8 +37,10 @@ def board_user() -> str:
         pwd.getpwnam(BOARD_USER)
     except KeyError:  # password "*": no password login, but not a locked account (sshd refuses those)
         home = ["--home-dir", str(BOARD_HOME)]
-        subprocess.run(["useradd", "--system", "--shell", "/bin/sh", *home, "-p", "*", BOARD_USER],
-                       check=True, capture_output=True)  # fmt: skip
+        made = subprocess.run(["useradd", "--system", "--shell", "/bin/sh", *home, "-p", "*", BOARD_USER],
+                              capture_output=True, text=True)  # fmt: skip
+        if made.returncode not in (0, 9):  # 9: made meanwhile by a parallel test worker
+            raise RuntimeError(f"useradd failed: {made.stderr.strip()}") from None
     BOARD_HOME.mkdir(exist_ok=True)
     entry = pwd.getpwnam(BOARD_USER)
     os.chown(BOARD_HOME, entry.pw_uid, entry.pw_gid)
@@ -139,7 +141,8 @@ class SshLab:
         self.key = directory / "id_ed25519"
         # sshd reads it as the board user: as root, put it where that user can read it
         keys_dir = BOARD_HOME if os.getuid() == 0 else directory
-        self.authorized = keys_dir / f"authorized_keys-{secrets.token_hex(4)}"
+        self.token = secrets.token_hex(4)  # names this lab's files outside its directory
+        self.authorized = keys_dir / f"authorized_keys-{self.token}"
         self.authorized.write_text(_keygen(self.key) + "\n")
         self.authorized.chmod(0o644)
         self.servers: dict[str, SshServer] = {}
@@ -165,10 +168,12 @@ class SshLab:
     def workdir(self, name: str) -> str:
         """A fresh working directory for a board entry, writable by the board user."""
         home = BOARD_HOME if os.getuid() == 0 else self.dir
-        return str(home / f"{self.dir.name}-{name}")
+        return str(home / f"lab-{self.token}-{name}")
 
     def close(self) -> None:
         """Stop every server."""
         for server in self.servers.values():
             server.kill()
         self.authorized.unlink(missing_ok=True)
+        for workdir in BOARD_HOME.glob(f"lab-{self.token}-*"):
+            shutil.rmtree(workdir, ignore_errors=True)

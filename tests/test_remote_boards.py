@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +23,8 @@ from autosched.runner.errors import InfrastructureError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
 from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
-from autosched.runner.remote.program import gzipped
-from autosched.runner.remote.session import TaskData
+from autosched.runner.remote.program import RemoteBuilder, gzipped
+from autosched.runner.remote.session import BoardSession, TaskData
 
 pytestmark = pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
 
@@ -277,3 +278,32 @@ def test_bad_boards_files_are_refused_clearly(tmp_path: Path, text: str, error: 
     path.write_text(text)
     with pytest.raises(ValueError, match=error):
         load_boards(path)
+
+
+def test_a_dead_runs_directory_is_removed_and_the_board_lock_is_shared(lab: SshLab) -> None:
+    board = Board("board2", workdir=lab.workdir("lock"), launcher=QEMU)
+    task = asc.Task("matmul", (8, 8, 8), target=TARGET)
+    option = MeasureOption(repeat=1, min_repeat_ms=1.0, run_timeout=20.0)
+    session = BoardSession(board, str(lab.ssh_config))
+    session.start()
+    prefix = session.run_name.rsplit("-", 2)[0]  # run-<this host>
+    alive = Path(session.workdir) / f"{prefix}-1-0123abcd"  # pid 1 lives: its directory is kept
+    gone = Path(session.workdir) / f"{prefix}-{2**22 + 17}-deadbeef"  # no such pid: removed
+    for d in (alive, gone):
+        d.mkdir()
+    try:
+        session.start()
+        assert alive.is_dir() and not gone.exists()
+        (build,) = RemoteBuilder().build([MeasureInput(task, ())])
+        # another tuning process is timing on the board: it holds the lock for 2 s
+        holder = subprocess.Popen(["flock", "-x", str(Path(session.workdir) / "lock"), "sleep", "2"])
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        error_no, message, _ = session.measure(MeasureInput(task, ()), build, TaskData(0), option)
+        waited = time.monotonic() - t0
+        holder.wait()
+    finally:
+        session.close()
+    assert error_no == MeasureErrorNo.NO_ERROR, message
+    assert waited >= 1.5  # the trial waited for the lock
+    assert not Path(session.run_dir).exists()
