@@ -307,3 +307,13 @@ def test_a_dead_runs_directory_is_removed_and_the_board_lock_is_shared(lab: SshL
     assert error_no == MeasureErrorNo.NO_ERROR, message
     assert waited >= 1.5  # the trial waited for the lock
     assert not Path(session.run_dir).exists()
+
+
+def test_cli_tune_refuses_boards_of_another_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    boards = tmp_path / "boards.toml"
+    boards.write_text(f'[[board]]\nname = "rpi"\ntarget = "{TARGET}"\n')
+    assert main(["tune", "matmul", "8", "8", "8", "--boards", str(boards), "--target", "c -cc=clang"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a board is for target" in err[0]

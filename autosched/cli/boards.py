@@ -22,6 +22,7 @@ from ..runner.remote import (
     probe,
     suggested_target,
 )
+from ..target import Target
 
 __all__ = ["add_board_options", "board_pool", "register", "tune_target"]
 
@@ -40,15 +41,16 @@ def tune_target(args: argparse.Namespace) -> str:
     Boards that name another target than ``--target`` (or several targets) are refused: one run
     tunes one target.
     """
-    targets = {b.target for b in _boards(args) if b.target is not None}
+    targets = {str(Target.parse(b.target)): b.target for b in _boards(args) if b.target is not None}
     if args.target is not None:
-        other = targets - {args.target}
+        other = set(targets) - {str(Target.parse(args.target))}
         if other:
-            raise ValueError(f"a board is for target {sorted(other)[0]!r}, not --target {args.target!r}")
+            wanted = targets[sorted(other)[0]]
+            raise ValueError(f"a board is for target {wanted!r}, not --target {args.target!r}")
         return str(args.target)
     if len(targets) > 1:
         raise ValueError("the boards name several targets: tune one target per run (--target)")
-    return targets.pop() if targets else "c"
+    return next(iter(targets.values())) if targets else "c"
 
 
 def board_pool(args: argparse.Namespace, option: MeasureOption) -> BoardPool | None:
