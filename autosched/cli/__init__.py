@@ -20,6 +20,10 @@
     autosched tasks MODEL.onnx [--json]    a model's tasks: fused workloads, FLOPs, weights, shares
     autosched tune MODEL.onnx [--trials N] [--log FILE] [--scheduler gradient|round-robin]
                                            tune all of a model's tasks into one log
+    autosched tune ... --board ALIAS [--board ALIAS2] | --boards FILE
+                                           time on ARM boards over SSH (cross-compiled here)
+    autosched boards check [ALIAS... | --boards FILE] [--json]
+                                           connect to boards: arch, CPU, cores, caches, target
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
@@ -40,10 +44,10 @@ from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, db, logs, network, tune
+from . import basic, boards, db, logs, network, tune
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, network, logs, db)
+COMMANDS = (basic, tune, network, logs, db, boards)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (

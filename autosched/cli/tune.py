@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
+from typing import Any
 
 from ..database import Database
 from ..runner.measure import MeasureOption
+from ..runner.remote import BoardPool
 from ..search import SPACES, TUNERS, tune
 from ..search.learning import check_model_name
-from ..search.tune import DEFAULT_TUNERS
+from ..search.tune import DEFAULT_TUNERS, TuneResult
 from ..task import Task
 from .basic import parse_value
+from .boards import add_board_options, board_pool, tune_target
 from .network import add_tune_options, cmd_tune_network, is_model
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     if is_model(args.workload):
         return cmd_tune_network(args)
-    task = Task(args.workload, tuple(parse_value(a) for a in args.args), target=args.target)
+    task = Task(args.workload, tuple(parse_value(a) for a in args.args), target=tune_target(args))
     option = MeasureOption(
         number=args.number,
         repeat=args.repeat,
@@ -38,22 +42,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not args.json:
         with_model = f", model {model}" if model else ""
         print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
-    result = tune(
-        task,
-        trials=args.trials,
-        log=log,
-        tuner=tuner,
-        model=args.model,
-        save_model=args.save_model,
-        transfer=args.transfer or (),
-        space=args.space,
-        seed=args.seed,
-        early_stopping=args.early_stopping,
-        timeout=args.timeout,
-        option=option,
-        progress=not args.quiet,
-        remeasure=args.remeasure,
-    )
+    pool = board_pool(args, option)
+    with pool or contextlib.nullcontext():
+        result = _tune(args, task, log, tuner, option, pool)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
@@ -81,12 +72,35 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(
+    args: argparse.Namespace, task: Task, log: Any, tuner: str, option: MeasureOption, pool: BoardPool | None
+) -> TuneResult:
+    return tune(
+        task,
+        trials=args.trials,
+        log=log,
+        tuner=tuner,
+        model=args.model,
+        save_model=args.save_model,
+        transfer=args.transfer or (),
+        space=args.space,
+        seed=args.seed,
+        early_stopping=args.early_stopping,
+        timeout=args.timeout,
+        option=option,
+        progress=not args.quiet,
+        runner=pool,
+        remeasure=args.remeasure,
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``tune`` subcommand."""
     p = sub.add_parser("tune", help="tune a workload: search programs, measure them, log every trial")
     p.add_argument("workload", help="a workload name, or an ONNX model file (MODEL.onnx: all its tasks)")
     p.add_argument("args", nargs="*", help="workload arguments, e.g. 512 512 512")
-    p.add_argument("--target", default="c", help="target string (default: c, the host CPU)")
+    p.add_argument("--target", help="target string (default: the boards file's, else c: the host CPU)")
+    add_board_options(p)
     p.add_argument(
         "--trials", type=int, default=64, help="measurements in all, earlier ones in the log count"
     )

@@ -198,22 +198,47 @@ def compile_shared(
     (with those) and compiler version is returned without compiling. Raises
     :class:`CompilerNotFound`, :class:`CompileError` or :class:`BuildTimeout`.
     """
+    flags = [*target.cflags(shared=True), *extern_flags(code)]
+    libs = [*extern_link(code), *LIBS]
+    return _cached_build(source, target, flags, libs, ".so", timeout, cache_dir, code)
+
+
+def compile_executable(
+    source: str, target: Target, *, timeout: float = 120, cache_dir: Path | None = None, code: CCode = NO_CODE
+) -> Path:
+    """Build ``source`` (with its ``main``) into a static executable for ``target``, cached like
+    :func:`compile_shared`: it needs no library on the machine that runs it (a board); the
+    libraries the user C ``code`` names are linked statically."""
+    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static", "-s", *extern_flags(code)]
+    return _cached_build(source, target, flags, [*extern_link(code), "-lm"], ".exe", timeout, cache_dir, code)
+
+
+def _cached_build(
+    source: str,
+    target: Target,
+    flags: list[str],
+    libs: Sequence[str],
+    suffix: str,
+    timeout: float,
+    cache_dir: Path | None,
+    code: CCode = NO_CODE,
+) -> Path:
+    """Compile ``source`` with ``flags`` and ``libs`` into the cache as ``<key><suffix>`` (``code``:
+    the user C it calls, to name a missing C function)."""
     cc = target.cc
     if cc is None:
         raise BuildError(f"{target.kind} targets are not built with a C compiler")
-    flags = [*target.cflags(shared=True), *extern_flags(code)]
-    libs = [*extern_link(code), *LIBS]
     version = compiler_version(cc)
-    key = hashlib.sha256(json.dumps([source, cc, flags, libs, version]).encode()).hexdigest()[:40]
+    key = hashlib.sha256(json.dumps([source, cc, flags, list(libs), version]).encode()).hexdigest()[:40]
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    lib = cache / f"{key}.so"
+    lib = cache / f"{key}{suffix}"
     if lib.exists():
         return lib
     src = cache / f"{key}.c"
     try:
         cache.mkdir(parents=True, exist_ok=True)
         _write_atomic(src, source)
-        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".so.tmp")
+        fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=f"{suffix}.tmp")
     except OSError as e:
         raise CacheUnusable.at(cache, e.strerror or e) from None
     os.close(fd)

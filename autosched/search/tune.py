@@ -30,7 +30,7 @@ from __future__ import annotations
 import numbers
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -133,7 +133,8 @@ class _Measurer:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
         self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
-        self.machine = fingerprint_for(task.target)
+        # a runner that measures elsewhere (a board) names the machine its records are valid for
+        self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
         self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
         self.mine: set[str] = set()  # programs this run logged
         self.measured = 0  # programs this run measured
@@ -168,8 +169,9 @@ class _Measurer:
             t1 = time.monotonic()
             # lowering and emitting are Python work, not compiling: count them apart where the builder says
             self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
-            for i, inp, build in zip(todo, inputs, builds, strict=True):
-                out[i] = res = self._run(inp, build)
+            for j, res in self._results(inputs, builds):
+                i, inp = todo[j], inputs[j]
+                out[i] = res
                 key = keys[i]
                 assert key is not None
                 self.measured += 1
@@ -185,6 +187,20 @@ class _Measurer:
                     if key is not None:
                         self.shared.release(key)
         return out
+
+    def _results(
+        self, inputs: list[MeasureInput], builds: list[BuildResult]
+    ) -> Iterator[tuple[int, MeasureResult]]:
+        """(index, result) per candidate: one by one, or as a runner with ``run_each`` (several
+        devices measuring in parallel) completes them."""
+        run_each = getattr(self.runner, "run_each", None)
+        if run_each is None:
+            for j, (inp, build) in enumerate(zip(inputs, builds, strict=True)):
+                yield j, self._run(inp, build)
+            return
+        for j, res in run_each(inputs, builds):
+            self.stats.add(res.error_no)
+            yield j, res
 
     def _run(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
         (res,) = _retried(self.runner, lambda: self.runner.run([inp], [build]))
@@ -296,7 +312,9 @@ def tune(
     a warning and a new ``xgb`` model); ``transfer`` tuning logs of other workloads to fit the model
     on first. ``space`` is ``sketch`` (generated) or
     ``template`` (knobs). ``option`` sets timing and timeouts for the default
-    :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`. ``progress``
+    :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`; a ``runner``
+    with a ``make_builder(option)`` method (:class:`~autosched.runner.remote.BoardPool`: boards over
+    SSH) gets its own kind of builder by default. ``progress``
     draws a progress bar on stderr. ``log`` None (the default) records into the tuning database
     (:class:`~autosched.database.Database`, this machine's log for the task's target);
     ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
@@ -331,8 +349,11 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    the_builder = builder or backend.builder(opt)
     the_runner = runner or backend.runner(opt)
+    make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
+    if builder is None and make_builder is not None:
+        builder = make_builder(opt)
+    the_builder = builder or backend.builder(opt)
     measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
     hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
     learner = the_tuner.learner

@@ -1,0 +1,206 @@
+"""BoardPool: the runner that times candidates on boards over SSH, several boards in parallel.
+
+    pool = BoardPool(["rpi4", "rpi4b"], option=MeasureOption(run_timeout=30))
+    asc.tune(asc.Task("matmul", (256, 256, 256), target="c -cc=aarch64-linux-gnu-gcc"), runner=pool)
+
+Each board times one candidate at a time (and holds a lock on the board itself while it does, so
+other tuning processes sharing it wait). Health: a board whose trial fails for the board's reasons
+(ssh cannot connect, the connection drops, a garbled answer) is retried after a backoff (1, 2, 4 s);
+after ``retries`` failures in a row it is marked down and probed again every ``probe_every``
+seconds. The candidate goes back to the queue: another board measures it, or it waits for one. A
+board failure is never charged to the program. If no board is up for ``down_timeout`` seconds,
+:meth:`BoardPool.run_each` raises :class:`BoardsDown` (an infrastructure error); the tuning log
+keeps everything measured, so running again resumes.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from ..errors import InfrastructureError
+from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
+from .boards import Board
+from .program import RemoteBuilder
+from .session import BoardSession, Outcome, TaskData
+from .ssh import BoardUnreachable
+
+__all__ = ["BoardPool", "BoardsDown"]
+
+
+class BoardsDown(InfrastructureError):
+    """No board answered for longer than the pool's ``down_timeout``."""
+
+
+@dataclass
+class _Health:
+    """A board's state in the pool."""
+
+    session: BoardSession
+    failures: int = 0  # board failures in a row
+    down: bool = False
+    next_try: float = 0.0  # monotonic time before which the board is left alone
+    last_error: str = ""
+    busy: bool = False
+    measured: int = field(default=0)  # candidates this board measured
+
+
+class BoardPool(Closing):
+    """Times built candidates on ``boards`` (aliases or :class:`Board` s): the :class:`Runner` protocol.
+
+    ``option`` sets the timing as for the local runner; ``seed`` the task inputs; ``ssh_config``
+    a configuration file instead of ``~/.ssh/config``; ``share=False`` turns off connection
+    sharing. :meth:`make_builder` gives the matching builder (static executables).
+    """
+
+    def __init__(
+        self,
+        boards: Sequence[str | Board],
+        option: MeasureOption | None = None,
+        seed: int = 0,
+        *,
+        ssh_config: str | None = None,
+        share: bool = True,
+        retries: int = 3,
+        probe_every: float = 2.0,
+        down_timeout: float = 600.0,
+    ) -> None:
+        if not boards:
+            raise ValueError("a board pool needs at least one board")
+        self.boards = [b if isinstance(b, Board) else Board(b) for b in boards]
+        if len({b.name for b in self.boards}) != len(self.boards):
+            raise ValueError("a board is named twice")
+        self.option = option or MeasureOption()
+        self.retries, self.probe_every, self.down_timeout = retries, probe_every, down_timeout
+        self._health = [_Health(BoardSession(b, ssh_config, share)) for b in self.boards]
+        self._data = TaskData(seed)
+        self._machine = ""
+        self.board_failures = 0  # trials a board failure sent back to the queue
+
+    def make_builder(self, option: MeasureOption) -> RemoteBuilder:
+        """The builder for this runner: static executables, ``option``'s parallelism and timeout."""
+        return RemoteBuilder(n_parallel=option.n_parallel, timeout=option.build_timeout)
+
+    @property
+    def machine(self) -> str:
+        """The fingerprint of the first board that answers (records are valid for its hardware).
+
+        Connects to the boards in turn; raises ``BoardUnreachable`` naming each board's error if
+        none answers.
+        """
+        if not self._machine:
+            errors = []
+            for health in self._health:
+                try:
+                    info = health.session.info or health.session.start()
+                except BoardUnreachable as e:
+                    errors.append(str(e))
+                    continue
+                self._machine = info.fingerprint(health.session.board.launcher)
+                break
+            else:
+                raise BoardUnreachable("no board answers: " + "; ".join(errors))
+        return self._machine
+
+    def close(self) -> None:
+        """Remove the run directories on the boards and end the connections."""
+        for health in self._health:
+            health.session.close()
+
+    def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
+        """Check and time each built candidate; one :class:`MeasureResult` per input, in order."""
+        out: list[MeasureResult | None] = [None] * len(inputs)
+        for i, res in self.run_each(inputs, builds):
+            out[i] = res
+        assert all(r is not None for r in out)
+        return [r for r in out if r is not None]
+
+    def run_each(
+        self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]
+    ) -> Iterator[tuple[int, MeasureResult]]:
+        """(index, result) for each candidate as soon as it is measured, boards in parallel."""
+        if len(inputs) != len(builds):
+            raise ValueError(f"{len(inputs)} inputs but {len(builds)} build results")
+        queue: collections.deque[int] = collections.deque()
+        for i, build in enumerate(builds):
+            if build.error_no != MeasureErrorNo.NO_ERROR:
+                yield i, MeasureResult((), build.error_no, build.error_msg, build.time_cost, time.time())
+            elif build.lib_path is None:
+                kind, message = MeasureErrorNo.UNKNOWN_ERROR, "the build gave no executable"
+                yield i, MeasureResult((), kind, message, build.time_cost, time.time())
+            else:
+                queue.append(i)
+        if queue:
+            yield from self._dispatch(queue, inputs, builds)
+
+    def _dispatch(
+        self, queue: collections.deque[int], inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]
+    ) -> Iterator[tuple[int, MeasureResult]]:
+        running: dict[Future[Outcome | None], tuple[_Health, int | None, float]] = {}
+        none_up_since: float | None = None
+        with ThreadPoolExecutor(len(self._health), thread_name_prefix="board") as threads:
+            while queue or running:
+                now = time.monotonic()
+                for h in self._health:
+                    if h.busy or now < h.next_try or not queue:
+                        continue
+                    i = None if h.down else queue.popleft()
+                    h.busy = True
+                    job = threads.submit(self._work, h, None if i is None else (inputs[i], builds[i]))
+                    running[job] = (h, i, time.perf_counter())
+                if any(not h.down for h in self._health):
+                    none_up_since = None
+                elif none_up_since is None:
+                    none_up_since = now
+                elif now - none_up_since > self.down_timeout:
+                    raise BoardsDown(self._down_message())
+                if not running:  # every board waits out a backoff
+                    time.sleep(0.2)
+                    continue
+                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                for job in done:
+                    h, i, started = running.pop(job)
+                    h.busy = False
+                    try:
+                        outcome = job.result()
+                    except BoardUnreachable as e:
+                        self._failed(h, str(e))
+                        if i is not None:
+                            queue.appendleft(i)
+                            self.board_failures += 1
+                        continue
+                    h.failures, h.down = 0, False
+                    if i is not None and outcome is not None:
+                        h.measured += 1
+                        error_no, message, costs = outcome
+                        spent = builds[i].time_cost + time.perf_counter() - started
+                        yield i, MeasureResult(costs, error_no, message, spent, time.time())
+
+    def _work(self, h: _Health, job: tuple[MeasureInput, BuildResult] | None) -> Outcome | None:
+        """Measure ``job`` on the board, or (None) probe a down board by starting a fresh session.
+        Raises ``BoardUnreachable`` if the board failed."""
+        if job is None:
+            h.session.conn.close()
+            h.session.start()
+            return None
+        return h.session.measure(*job, self._data, self.option)
+
+    def _failed(self, h: _Health, error: str) -> None:
+        h.failures += 1
+        h.last_error = error
+        h.session.conn.close()  # a fresh connection next time
+        if h.failures >= self.retries:
+            h.down = True
+            h.next_try = time.monotonic() + self.probe_every
+        else:
+            h.next_try = time.monotonic() + 2.0 ** (h.failures - 1)
+
+    def _down_message(self) -> str:
+        errors = "; ".join(h.last_error for h in self._health if h.last_error)
+        return (
+            f"every board has been down for over {self.down_timeout:g} s, so tuning stops ({errors}); "
+            "the log keeps every measurement: run the same command again to resume"
+        )
