@@ -106,7 +106,7 @@ def test_every_step_kind_roundtrips() -> None:
         S.ComputeInlineStep("pad"), S.ComputeRootStep("pad"), S.CacheWriteStep("C", "local"),
         S.CacheReadStep("B", "local", ("C", "D")), S.RfactorStep("C", "k.inner", 1),
         S.StorePredicateStep("C", '["cmp", "lt", ["var", "i", "int32"], ["const", 2, "int32"]]'),
-        S.StorageAlignStep("B", "i", 16, 1),
+        S.StorageAlignStep("B", "i", 16, 1), S.TensorizeStep("C", "j.inner", "gemv16"),
     ]
     assert {type(e).kind for e in examples} == set(asc.Step.registry)
     for e in examples:
@@ -118,7 +118,7 @@ def test_every_step_kind_roundtrips() -> None:
 
 
 @pytest.mark.parametrize("data", [
-    {"kind": "tensorize", "stage": "C", "axis": "i"},
+    {"kind": "untangle", "stage": "C", "axis": "i"},
     {"kind": "", "stage": "C"},
     {"stage": "C", "axis": "i", "factor": 2, "nparts": None},
     {"kind": None},

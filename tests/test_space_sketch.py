@@ -4,6 +4,7 @@ operator and on user-defined computations. Every sampled program is built and ch
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import numpy as np
@@ -17,7 +18,8 @@ from autosched.space.generated import SketchProgram, SketchSpace
 from autosched.space.sketch import generate_sketches
 
 TARGET = "c -num-threads=2"
-SAMPLES = 200
+#: random programs built and checked per workload (CI: 150; more with AUTOSCHED_RANDOM_PROGRAMS=N)
+SAMPLES = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "150"))
 
 # small shapes, most of them not dividing any tile size
 WORKLOADS = [

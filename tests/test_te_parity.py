@@ -157,7 +157,7 @@ def test_thread_axis_signatures_and_cpu_bind_error() -> None:
     xo, xi = s[B].split(B.op.axis[0], factor=32)
     s[B].bind(xo, bx)
     s[B].bind(xi, tx)
-    with pytest.raises(asc.ScheduleError, match="CUDA backend"):
+    with pytest.raises(asc.ScheduleError, match="bind needs a GPU target"):
         asc.build(s, [A, B])
     s = asc.create_schedule(B.op)
     text = str(asc.lower(s, [A, B], simple_mode=True))

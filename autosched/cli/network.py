@@ -47,11 +47,15 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     """``autosched tune MODEL.onnx``: tune every task of the model into one log."""
     if args.args:
         raise ValueError(f"tune {args.workload}: a model takes no workload arguments, got {args.args}")
+    if getattr(args, "board", None) or getattr(args, "boards", None):
+        raise ValueError(f"tune {args.workload}: tuning a whole model on boards is not supported yet; "
+                         "tune its tasks (autosched tasks MODEL.onnx) one by one with --board")
     graph = from_onnx(args.workload)
     log = args.log or log_name(graph)
     option = MeasureOption(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                            build_timeout=args.build_timeout, run_timeout=args.run_timeout)
-    result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=args.target,
+    target = args.target or "c"
+    result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=target,
                           tuner=args.tuner, space=args.space, seed=args.seed or 0, option=option,
                           progress=not args.quiet)
     if args.json:
