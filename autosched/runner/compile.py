@@ -57,6 +57,10 @@ class CacheUnusable(BuildError, InfrastructureError):
         return cls(f"cannot write the kernel cache {cache}: {error}; {fix}")
 
 
+class TempDirUnusable(BuildError, InfrastructureError):
+    """No private temporary directory for the compiler can be made (``TMPDIR`` full or read-only)."""
+
+
 class CompileError(BuildError):
     """The compiler rejected the source; ``stderr`` and ``command`` keep what it said and was run with."""
 
@@ -125,7 +129,8 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "autosched" / "kernels"
 
 
-_running: set[subprocess.Popen[str]] = set()  # compiler processes started by this process
+#: compiler processes started by this process, each with its private temporary directory
+_running: dict[subprocess.Popen[str], str] = {}
 _running_lock = threading.Lock()
 
 #: what a compiler says when it cannot write its output (the machine's fault, not the program's)
@@ -135,24 +140,38 @@ _CANNOT_WRITE = re.compile(
 
 
 def kill_running_compiles() -> None:
-    """SIGKILL every compiler this process has running, with its children (cc1, as, ld)."""
+    """SIGKILL every compiler this process has running, with its children (cc1, as, ld), and
+    remove the temporary files they can no longer remove themselves."""
     with _running_lock:
-        procs = list(_running)
-    for proc in procs:
+        running = list(_running.items())
+    for proc, scratch in running:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run(command: list[str], timeout: float) -> None:
-    """Run a compiler command; kill its whole process group if it outlives ``timeout``."""
+    """Run a compiler command; kill its whole process group if it outlives ``timeout``.
+
+    The compiler's temporary files (``.s``, ``.o`` between its stages) go to a private directory
+    (``TMPDIR``), removed afterwards, also when the compiler is killed."""
+    try:
+        scratch = tempfile.mkdtemp(prefix="autosched-cc-")
+    except OSError as e:
+        raise TempDirUnusable(f"cannot create a temporary directory for the compiler: {e}; set TMPDIR "
+                              "to a writable directory with free space") from None
     try:
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "TMPDIR": scratch},
         )
     except OSError as e:
+        shutil.rmtree(scratch, ignore_errors=True)
         raise _not_found(command[0], f"cannot run ({e})") from None
     with _running_lock:
-        _running.add(proc)
+        _running[proc] = scratch
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -161,7 +180,8 @@ def _run(command: list[str], timeout: float) -> None:
         raise BuildTimeout(command, timeout) from None
     finally:
         with _running_lock:
-            _running.discard(proc)
+            _running.pop(proc, None)
+        shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
         message = err or out
         found = _CANNOT_WRITE.search(message)
