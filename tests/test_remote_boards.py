@@ -77,13 +77,13 @@ def test_tune_a_builtin_for_aarch64_on_a_board_then_export(lab: SshLab, tmp_path
 def test_user_workload_hostile_names_and_paths(lab: SshLab, tmp_path: Path) -> None:
     evil = "X 'q' \"d\" $(touch PWNED) `id`;"
 
-    @asc.workload("remote_stencil", override=True)
+    @asc.workload("test_remote_stencil", override=True)
     def stencil(n: int) -> list[asc.Tensor]:
         x = asc.placeholder((n,), name=evil)
         y = asc.compute((n - 2,), lambda i: x[i] + 2.0 * x[i + 1] + x[i + 2], name=evil + "out")
         return [x, y]
 
-    task = asc.Task("remote_stencil", (300,), target=TARGET)
+    task = asc.Task("test_remote_stencil", (300,), target=TARGET)
     workdir = lab.workdir("odd") + "/work dir 'q' $(touch PWNED) ;x"
     board = Board("board1", workdir=workdir, launcher=QEMU)
     with BoardPool([board], FAST, ssh_config=str(lab.ssh_config)) as runner:
