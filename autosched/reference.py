@@ -14,20 +14,19 @@ discards it, nothing happens; where it reaches a stored value, :func:`evaluate` 
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .dtypes import dtype as _dtype
 from .dtypes import numpy_dtype
 from .expr import (
     BinOp,
     Call,
     Cast,
     Cmp,
+    CommReducer,
     ComputeOp,
     Const,
     Expr,
@@ -49,6 +48,7 @@ from .expr import (
     to_str,
     topo_order,
 )
+from .reference_ops import BINARY, COMPARE, MATH, affine, builtin_reducer, or_mask
 
 DEFAULT_BUDGET = 1 << 22
 """Default largest number of elements of one chunk's intermediate arrays (4M: 16 MB of float32).
@@ -83,14 +83,16 @@ def evaluate(
         for op in ops:
             if isinstance(op, PlaceholderOp):
                 env[op.name] = _input_array(op, given[op.name])
-            elif isinstance(op, (ScanOp, ExternOp)) or op.num_outputs != 1 or op_code(op).symbols:
+            elif isinstance(op, ExternOp) or op_code(op).symbols:
                 raise NotImplementedError(
-                    f"the numpy reference does not evaluate {op.name!r} (a scan, a tuple compute or C "
-                    "called by extern/call_extern); check such a workload against your own numpy code "
-                    "(a workload's reference=)"
+                    f"the numpy reference does not evaluate {op.name!r} (C called by extern/call_extern); "
+                    "check such a workload against your own numpy code (a workload's reference=)"
                 )
+            elif isinstance(op, ScanOp):
+                _evaluate_scan(op, env, max(1, int(budget)))
             else:
-                env[op.name] = _evaluate_stage(op, env, max(1, int(budget)))
+                arrays = _evaluate_stage(op, env, max(1, int(budget)))
+                env.update({op.output(c).name: a for c, a in enumerate(arrays)})
     return {t.name: env[t.name] for t in outs}
 
 
@@ -127,131 +129,127 @@ def _boxes(extents: Sequence[int], budget: int) -> Iterator[tuple[tuple[int, int
             yield head + ((lo, min(lo + step, extents[split])),) + rest
 
 
-def _reducer(combiner: str, dt: np.dtype) -> tuple[np.ufunc, object, np.dtype]:
-    """(ufunc, identity, accumulator dtype) of a combiner for values of ``dt``; sums go to 64 bits."""
-    if combiner == "sum":
-        return np.add, 0, np.dtype(np.float64 if dt.kind == "f" else np.int64)
-    if combiner == "max":
-        low = -np.inf if dt.kind == "f" else (False if dt.kind == "b" else np.iinfo(dt).min)
-        return np.maximum, low, dt
-    if combiner == "min":
-        high = np.inf if dt.kind == "f" else (True if dt.kind == "b" else np.iinfo(dt).max)
-        return np.minimum, high, dt
-    raise ValueError(f"unknown reduction combiner {combiner!r}")
-
-
-def _evaluate_stage(op: ComputeOp, env: dict[str, np.ndarray], budget: int) -> np.ndarray:
+def _evaluate_stage(op: ComputeOp, env: dict[str, np.ndarray], budget: int) -> list[np.ndarray]:
+    """The arrays of every output of compute ``op`` (one, or several for a tuple compute)."""
     shape = static_shape(op.shape, f"the reference of {op.name}: shape")
-    out = np.empty(shape, dtype=numpy_dtype(op.dtype))
+    outs = [np.empty(shape, dtype=numpy_dtype(b.dtype)) for b in op.bodies]
     body = op.body
     if not isinstance(body, Reduce):
         for box in _boxes(shape, budget):
-            chunk = _Chunk(env, op.axis, box)
-            value, bad = chunk.eval(body)
-            chunk.check(op, bad)
-            out[tuple(slice(lo, hi) for lo, hi in box)] = np.broadcast_to(value, chunk.shape)
-        return out
+            _fill(op, _Chunk(env, op.axis, box), outs)
+        return outs
     rext = tuple(as_int(iv.extent) for iv in body.axis)
     rsize = math.prod(rext)
-    if not isinstance(body.combiner, str):
-        raise NotImplementedError(f"the numpy reference does not evaluate the comm_reducer of {op.name!r}")
-    ufunc, identity, acc_dtype = _reducer(body.combiner, numpy_dtype(body.dtype))
     for sbox in _boxes(shape, max(1, budget // rsize)):
-        acc: np.ndarray | None = None
-        for rbox in _boxes(rext, budget):
-            chunk = _Chunk(env, op.axis + body.axis, sbox + rbox)
-            value, bad = chunk.eval(body.source)
-            value = np.broadcast_to(value, chunk.shape)
-            if body.where is not None:
-                mask, mask_bad = chunk.eval(body.where)
-                value = np.where(mask, value, np.asarray(identity, dtype=value.dtype))
-                bad = _or(mask_bad, None if bad is None else bad & mask)
-            chunk.check(op, bad)
-            part = ufunc.reduce(value, axis=tuple(range(len(sbox), len(chunk.shape))), dtype=acc_dtype)
-            acc = part if acc is None else ufunc(acc, part)
-        out[tuple(slice(lo, hi) for lo, hi in sbox)] = acc
-    return out
+        chunks = (_Chunk(env, op.axis + body.axis, sbox + rbox) for rbox in _boxes(rext, budget))
+        if isinstance(body.combiner, str):
+            accs = [_builtin_reduce(op, body, chunks)]
+        else:
+            accs = _comm_reduce(op, body, tuple(hi - lo for lo, hi in sbox), chunks)
+        for out, acc in zip(outs, accs, strict=True):
+            out[tuple(slice(lo, hi) for lo, hi in sbox)] = acc
+    return outs
+
+
+def _fill(op: ComputeOp, chunk: _Chunk, outs: Sequence[np.ndarray]) -> None:
+    """Store every body of ``op`` over ``chunk``'s box into ``outs``."""
+    for out, body in zip(outs, op.bodies, strict=True):
+        _store(op, body, chunk, out)
+
+
+def _store(op: ComputeOp, body: Expr, chunk: _Chunk, out: np.ndarray) -> None:
+    """Store ``body`` (an expression of ``op``) over ``chunk``'s box into ``out``."""
+    value, bad = chunk.eval(body)
+    chunk.check(op, bad)
+    out[tuple(slice(lo, hi) for lo, hi in chunk.box)] = np.broadcast_to(value, chunk.shape)
+
+
+def _sources(
+    op: ComputeOp, body: Reduce, chunk: _Chunk, identity: Sequence[object] | None
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Every source of ``body`` over ``chunk`` (the ``where`` mask applied with ``identity`` when
+    given, else returned) after checking that no out-of-bounds read reaches a value."""
+    values: list[np.ndarray] = []
+    bad: np.ndarray | None = None
+    for src in body.all_sources:
+        value, b = chunk.eval(src)
+        values.append(np.broadcast_to(value, chunk.shape))
+        bad = or_mask(bad, b)
+    mask: np.ndarray | None = None
+    if body.where is not None:
+        mask, mask_bad = chunk.eval(body.where)
+        mask = np.broadcast_to(mask.astype(bool, copy=False), chunk.shape)
+        bad = or_mask(mask_bad, None if bad is None else bad & mask)
+        if identity is not None:
+            pairs = zip(values, identity, strict=True)
+            values = [np.where(mask, v, np.asarray(i, dtype=v.dtype)) for v, i in pairs]
+    chunk.check(op, bad)
+    return values, mask
+
+
+def _builtin_reduce(op: ComputeOp, body: Reduce, chunks: Iterable[_Chunk]) -> np.ndarray:
+    """``sum``/``max``/``min`` of ``body`` over the reduce ``chunks`` of one spatial box, with
+    numpy's reductions."""
+    assert isinstance(body.combiner, str)
+    ufunc, identity, acc_dtype = builtin_reducer(body.combiner, numpy_dtype(body.dtype))
+    acc: np.ndarray | None = None
+    for chunk in chunks:
+        (value,), _ = _sources(op, body, chunk, (identity,))
+        part = ufunc.reduce(value, axis=tuple(range(len(op.axis), len(chunk.shape))), dtype=acc_dtype)
+        acc = part if acc is None else ufunc(acc, part)
+    assert acc is not None
+    return acc
+
+
+def _comm_reduce(
+    op: ComputeOp, body: Reduce, sshape: tuple[int, ...], chunks: Iterable[_Chunk]
+) -> list[np.ndarray]:
+    """A ``comm_reducer`` over the reduce ``chunks`` of one spatial box of shape ``sshape``: its
+    combine applied element after element in the loop order (reduce axes increasing, the first
+    outermost), as the generated C does, so that ties in an argmax resolve the same way. Skipped
+    elements (``where``) leave it unchanged."""
+    reducer = body.combiner
+    assert isinstance(reducer, CommReducer)
+    scalar = _Chunk({}, (), ())
+    accs = [np.full(sshape, scalar.eval(i)[0]) for i in reducer.identity]
+    for chunk in chunks:
+        values, mask = _sources(op, body, chunk, None)
+        flat = [v.reshape(sshape + (-1,)) for v in values]
+        keep = None if mask is None else mask.reshape(sshape + (-1,))
+        for r in range(flat[0].shape[-1]):
+            scalar.grid = {v.name: a for v, a in zip(reducer.lhs, accs, strict=True)}
+            scalar.grid.update({v.name: f[..., r] for v, f in zip(reducer.rhs, flat, strict=True)})
+            new = [np.broadcast_to(scalar.eval(e)[0], sshape) for e in reducer.result]
+            if keep is not None:
+                new = [np.where(keep[..., r], n, a) for n, a in zip(new, accs, strict=True)]
+            accs = new
+    return accs
+
+
+def _evaluate_scan(op: ScanOp, env: dict[str, np.ndarray], budget: int) -> None:
+    """Every output of scan ``op`` into ``env``: the init rows, then each later row from the updates
+    reading the rows before it (the state placeholders read the outputs as they fill)."""
+    outs = [
+        np.zeros(static_shape(t.shape, f"the reference of {t.name}: shape"), numpy_dtype(t.dtype))
+        for t in op.states
+    ]
+    local = dict(env)
+    local.update({st.name: out for st, out in zip(op.states, outs, strict=True)})
+    for init, update, out in zip(op.inits, op.updates, outs, strict=True):
+        assert isinstance(init.op, ComputeOp) and isinstance(update.op, ComputeOp)
+        for box in _boxes(out[: as_int(init.shape[0])].shape, budget):
+            _store(init.op, init.op.bodies[init.value_index], _Chunk(local, init.op.axis, box), out)
+    rows = as_int(op.inits[0].shape[0])
+    for t in range(rows, outs[0].shape[0]):
+        for update, out in zip(op.updates, outs, strict=True):
+            assert isinstance(update.op, ComputeOp)
+            for box in _boxes(out.shape[1:], budget):
+                chunk = _Chunk(local, update.op.axis, ((t, t + 1), *box))
+                _store(update.op, update.op.bodies[update.value_index], chunk, out)
+    env.update({op.output(c).name: out for c, out in enumerate(outs)})
 
 
 # ---------------------------------------------------------------------------- expression evaluation
-
-
-def _or(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
-    if a is None:
-        return b
-    return a if b is None else a | b
-
-
-def _affine(e: Expr) -> tuple[dict[str, int], int] | None:
-    """``e`` as ``({var: coefficient}, constant)`` when it is affine in its variables, else None."""
-    if isinstance(e, Var):
-        return {e.name: 1}, 0
-    if isinstance(e, Const):
-        return ({}, int(e.value)) if isinstance(e.value, int) and not isinstance(e.value, bool) else None
-    if isinstance(e, Cast) and not _dtype(e.type).is_float and not _dtype(e.value.dtype).is_float:
-        return _affine(e.value) if e.type != "bool" else None
-    if not isinstance(e, BinOp) or e.op not in ("add", "sub", "mul"):
-        return None
-    a, b = _affine(e.a), _affine(e.b)
-    if a is None or b is None:
-        return None
-    if e.op == "mul":
-        if a[0] and b[0]:
-            return None
-        (coefs, c), k = (a, b[1]) if not b[0] else (b, a[1])
-        return {v: k * x for v, x in coefs.items()}, c * k
-    sign = 1 if e.op == "add" else -1
-    coefs = dict(a[0])
-    for v, x in b[0].items():
-        coefs[v] = coefs.get(v, 0) + sign * x
-    return coefs, a[1] + sign * b[1]
-
-
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
-    "floordiv": np.floor_divide,
-    "floormod": np.remainder,
-    "min": np.minimum,
-    "max": np.maximum,
-}
-_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "eq": np.equal,
-    "ne": np.not_equal,
-}
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    try:
-        special = importlib.import_module("scipy.special")
-    except ImportError:
-        return np.vectorize(math.erf, otypes=[np.float64])(x)
-    return special.erf(x)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    one = x.dtype.type(1)
-    return one / (one + np.exp(-x))
-
-
-_MATH: dict[str, Callable[..., np.ndarray]] = {
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "abs": np.abs,
-    "pow": np.power,
-    "erf": _erf,
-    "floor": np.floor,
-    "ceil": np.ceil,
-}
 
 
 class _Chunk:
@@ -297,10 +295,10 @@ class _Chunk:
             return self.grid[e.name], None
         if isinstance(e, BinOp):
             (a, ba), (b, bb) = self.eval(e.a), self.eval(e.b)
-            return _BINARY[e.op](a, b), _or(ba, bb)
+            return BINARY[e.op](a, b), or_mask(ba, bb)
         if isinstance(e, Cmp):
             (a, ba), (b, bb) = self.eval(e.a), self.eval(e.b)
-            return _COMPARE[e.op](a, b), _or(ba, bb)
+            return COMPARE[e.op](a, b), or_mask(ba, bb)
         if isinstance(e, Logic):
             return self._logic(e)
         if isinstance(e, Not):
@@ -311,13 +309,13 @@ class _Chunk:
         if isinstance(e, Cast):
             return self.eval(e.value)
         if isinstance(e, Call):
-            if e.name not in _MATH:
+            if e.name not in MATH:
                 raise ValueError(f"unknown math function {e.name!r}")
             args = [self.eval(a) for a in e.args]
             bad: np.ndarray | None = None
             for _, arg_bad in args:
-                bad = _or(bad, arg_bad)
-            return _MATH[e.name](*(a for a, _ in args)), bad
+                bad = or_mask(bad, arg_bad)
+            return MATH[e.name](*(a for a, _ in args)), bad
         if isinstance(e, Load):
             return self._load(e)
         if isinstance(e, Reduce):
@@ -328,15 +326,15 @@ class _Chunk:
         (a, ba), (b, bb) = self.eval(e.a), self.eval(e.b)
         a, b = a.astype(bool, copy=False), b.astype(bool, copy=False)
         if e.op == "and":
-            return a & b, _or(ba, None if bb is None else a & bb)  # b is only read where a holds
-        return a | b, _or(ba, None if bb is None else ~a & bb)
+            return a & b, or_mask(ba, None if bb is None else a & bb)  # b is only read where a holds
+        return a | b, or_mask(ba, None if bb is None else ~a & bb)
 
     def _select(self, e: Select) -> Value:
         (c, bc), (t, bt), (f, bf) = self.eval(e.cond), self.eval(e.true_value), self.eval(e.false_value)
         c = c.astype(bool, copy=False)
         bad = bc
         if bt is not None or bf is not None:
-            bad = _or(bad, np.where(c, False if bt is None else bt, False if bf is None else bf))
+            bad = or_mask(bad, np.where(c, False if bt is None else bt, False if bf is None else bf))
         return np.where(c, t, f), bad
 
     def _load(self, e: Load) -> Value:
@@ -348,11 +346,11 @@ class _Chunk:
         bad: np.ndarray | None = None
         for extent, idx_expr in zip(arr.shape, e.indices, strict=True):
             idx, b = self.eval(idx_expr)
-            bad = _or(bad, b)
+            bad = or_mask(bad, b)
             outside = (idx < 0) | (idx >= extent)
             if outside.any():
                 self.suspects.add(to_str(e))
-                bad = _or(bad, outside)
+                bad = or_mask(bad, outside)
                 idx = np.clip(idx, 0, extent - 1)
             index.append(idx)
         return arr[tuple(index)], bad
@@ -363,7 +361,7 @@ class _Chunk:
         strides = [0] * len(self.shape)
         start: list[int] = []
         for extent, stride, idx_expr in zip(arr.shape, arr.strides, indices, strict=True):
-            aff = _affine(idx_expr)
+            aff = affine(idx_expr)
             if aff is None or any(v not in self.pos for v in aff[0]):
                 return None
             coefs, first = aff

@@ -128,6 +128,21 @@ class ScanOp(NoLoops):
         return 1
 
     @property
+    def inits(self) -> tuple[Tensor, ...]:
+        """The init tensor of every state, in output order."""
+        return (self.init,)
+
+    @property
+    def updates(self) -> tuple[Tensor, ...]:
+        """The update tensor of every state, in output order."""
+        return (self.update,)
+
+    @property
+    def states(self) -> tuple[Tensor, ...]:
+        """The state placeholder of every output, in output order."""
+        return (self.state,)
+
+    @property
     def input_tensors(self) -> tuple[Tensor, ...]:
         bodies: list[Expr] = []
         for t in (self.init, self.update):
