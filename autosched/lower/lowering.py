@@ -27,11 +27,12 @@ from ..expr import (
     walk,
 )
 from ..schedule import Schedule, ScheduleError, Stage
+from ..schedule.transform import reduce_identity
 from .bounds import infer_region
 from .extern import lower_extern
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
-from .reduction import aligned_strides, outputs_of, reduce_identity, reduce_update
+from .reduction import aligned_strides, outputs_of, reduce_update
 from .scan import lower_scan
 from .simplify import FALSE, INF, TRUE, Ranges, combine, conjoin, simplify, span
 from .tensorize import lower_tensorized

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from ..expr import BinOp, CommReducer, Const, Expr, Tensor, Var, substitute
 from ..schedule import Stage
-from ..schedule.transform import identity_value
 from .ir import Allocate, Buffer, BufLoad, Stmt, Store, seq
 
 COMBINE = {"sum": "add", "max": "max", "min": "min"}
@@ -29,13 +28,6 @@ def aligned_strides(shape: Sequence[int], aligns: dict[int, tuple[int, int]]) ->
             factor, offset = aligns[d]
             out[d] += (offset - out[d]) % factor
     return tuple(out)
-
-
-def reduce_identity(combiner: str | CommReducer, dtypes: Sequence[str]) -> list[Expr]:
-    """The initial value of each output of a reduction."""
-    if isinstance(combiner, str):
-        return [identity_value(combiner, dtypes[0])]
-    return list(combiner.identity)
 
 
 def reduce_update(

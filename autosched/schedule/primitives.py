@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import ComputeOp, Expr, Extent, ExternOp, IterVar, Load, Reduce, ScanOp, Tensor, Var, rewrite
+from ..expr import ComputeOp, Expr, ExternOp, Load, Reduce, ScanOp, rewrite
 from . import steps as st
 from .intrin import HANDLERS as INTRIN_HANDLERS
 from .stage import (
@@ -25,7 +25,7 @@ from .stage import (
     thread_axis,
 )
 from .storage import HANDLERS as STORAGE_HANDLERS
-from .transform import make_cache_op, make_rfactor_ops
+from .transform import copy_op, make_cache_op, make_rfactor_ops
 
 
 def _leaf(stage: Stage, axis: str) -> int:
@@ -50,16 +50,6 @@ def _compute_only(stage: Stage) -> ComputeOp:
     if not isinstance(stage.op, ComputeOp):
         raise ScheduleError(f"{stage.name} is a placeholder; it has no loops to schedule")
     return stage.op
-
-
-def _one_output(stage: Stage, what: str) -> ComputeOp:
-    op = _compute_only(stage)
-    if op.num_outputs != 1:
-        raise ScheduleError(
-            f"{what} of a tuple compute ({op.num_outputs} outputs) is not supported; compute_at, "
-            "compute_root and the loop primitives are"
-        )
-    return op
 
 
 def _split(s: ScheduleLike, stage: Stage, step: st.SplitStep) -> None:
@@ -191,7 +181,7 @@ def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
 
 
 def _compute_inline(s: ScheduleLike, stage: Stage, step: st.ComputeInlineStep) -> None:
-    op = _one_output(stage, "compute_inline")
+    op = _compute_only(stage)
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be inlined")
     if isinstance(op.body, Reduce):
@@ -207,7 +197,7 @@ def _compute_root(s: ScheduleLike, stage: Stage, step: st.ComputeRootStep) -> No
 
 
 def _cache_write(s: ScheduleLike, stage: Stage, step: st.CacheWriteStep) -> None:
-    op = _one_output(stage, "cache_write")
+    op = _compute_only(stage)
     if step.scope not in SCOPES:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if stage.relations or stage.annotations:
@@ -224,8 +214,8 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if not step.readers:
         raise ScheduleError("give at least one reader")
-    if stage.op.num_outputs != 1 or isinstance(stage.op, ScanOp):
-        raise ScheduleError("cache_read of a tuple compute or a scan is not supported")
+    if isinstance(stage.op, ScanOp) or (isinstance(stage.op, ExternOp) and stage.op.num_outputs != 1):
+        raise ScheduleError("cache_read of a scan or of an extern stage of several outputs is not supported")
     readers = []
     for r in step.readers:
         reader = s.stages.get(r)
@@ -234,32 +224,24 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
         if not any(t.op.name == stage.name for t in reader.op.input_tensors):
             raise ScheduleError(f"stage {r} does not read {stage.name}")
         readers.append(reader)
-    shape = stage.op.shape
-    cache = _copy_op(stage.op.output(0), f"{stage.name}.{step.scope}", shape)
+    cache = copy_op(stage.op, f"{stage.name}.{step.scope}")
     first = min(list(s.stages).index(r.name) for r in readers)
-    s.insert_stage(cache.op, before=list(s.stages)[first], scope=step.scope)
+    s.insert_stage(cache, before=list(s.stages)[first], scope=step.scope)
     for reader in readers:
         old = reader.op
         assert isinstance(old, ComputeOp)
 
-        def swap(e: Expr, src: str = stage.name, dst: Tensor = cache) -> Expr | None:
-            if isinstance(e, Load) and e.tensor.name == src:
-                return Load(dst, tuple(rewrite(i, swap) for i in e.indices))
+        def swap(e: Expr, src: str = stage.name, dst: ComputeOp = cache) -> Expr | None:
+            if isinstance(e, Load) and e.tensor.op.name == src:
+                return Load(dst.output(e.tensor.value_index), tuple(rewrite(i, swap) for i in e.indices))
             return None
 
         others = tuple(rewrite(b, swap) for b in old.others)
         reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs, others)
 
 
-def _copy_op(src: Tensor, name: str, shape: tuple[Extent, ...]) -> Tensor:
-    axis = tuple(IterVar(Var(f"ax{d}"), n, "data") for d, n in enumerate(shape))
-    return Tensor(ComputeOp(name, axis, Load(src, tuple(iv.var for iv in axis)), "cache"))
-
-
 def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:
-    op = _one_output(stage, "rfactor")
-    if isinstance(op.body, Reduce) and not isinstance(op.body.combiner, str):
-        raise ScheduleError("rfactor of a comm_reducer reduction is not supported; only sum, max and min")
+    op = _compute_only(stage)
     if stage.kinds.get(step.axis) != "reduce":
         raise ScheduleError(f"{step.axis!r} is not a reduction axis of {stage.name}")
     _leaf(stage, step.axis)

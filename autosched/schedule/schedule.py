@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..expr import IterVar, Operation, Tensor, as_tensors, topo_order
 from . import steps as st
@@ -40,21 +41,32 @@ class Schedule:
             raise ScheduleError(f"no stage named {name!r} in this schedule") from None
 
     # -- schedule-level primitives
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a new ``<name>.<scope>`` stage; ``tensor`` then copies from it."""
-        self.apply(st.CacheWriteStep(tensor.op.name, scope))
-        return self.stages[f"{tensor.op.name}.{scope}"].op.output(0)
+    def cache_write(self, tensor: Tensor | Sequence[Tensor], scope: str) -> Any:
+        """Compute ``tensor`` into a new ``<name>.<scope>`` stage; ``tensor`` then copies from it.
+
+        Every output of a tuple compute moves to the cache together; given a list of outputs (as
+        TVM takes them) the result is the list of their caches, else the one cache tensor."""
+        given = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+        if not given or len({t.op.name for t in given}) != 1:
+            raise ScheduleError("cache_write: give one tensor, or outputs of one tuple compute")
+        self.apply(st.CacheWriteStep(given[0].op.name, scope))
+        cache = self.stages[f"{given[0].op.name}.{scope}"].op
+        caches = [cache.output(t.value_index) for t in given]
+        return caches[0] if isinstance(tensor, Tensor) else caches
 
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
-        """Copy ``tensor`` into a new ``<name>.<scope>`` stage that ``readers`` read instead."""
+        """Copy ``tensor`` into a new ``<name>.<scope>`` stage that ``readers`` read instead (all
+        outputs of a tuple compute are copied, in one stage; the result is ``tensor``'s copy)."""
         names = tuple(r.op.name if isinstance(r, Tensor) else r.name for r in readers)
         self.apply(st.CacheReadStep(tensor.op.name, scope, names))
-        return self.stages[f"{tensor.op.name}.{scope}"].op.output(0)
+        return self.stages[f"{tensor.op.name}.{scope}"].op.output(tensor.value_index)
 
-    def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Tensor:
-        """Turn reduce loop ``axis`` into a data axis of a new ``<name>.rf`` stage of partial results."""
+    def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Any:
+        """Turn reduce loop ``axis`` into a data axis of a new ``<name>.rf`` stage of partial results
+        (the rf tensor; for a tuple reduction such as argmax, the list of its outputs, as TVM)."""
         self.apply(st.RfactorStep(tensor.op.name, axis_name(axis), int(factor_axis)))
-        return self.stages[f"{tensor.op.name}.rf"].op.output(0)
+        rf = self.stages[f"{tensor.op.name}.rf"].op
+        return rf.output(0) if rf.num_outputs == 1 else [rf.output(k) for k in range(rf.num_outputs)]
 
     def normalize(self) -> Schedule:
         """te's normalize (loops start at 0): autosched's loops always do, so this changes nothing."""

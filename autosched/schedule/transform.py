@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
-from ..expr import ComputeOp, Expr, IterVar, Load, Logic, Reduce, Select, Tensor, Var, as_expr, substitute
+from collections.abc import Sequence
+
+from ..expr import (
+    CommReducer,
+    ComputeOp,
+    Expr,
+    IterVar,
+    Load,
+    Logic,
+    Operation,
+    Reduce,
+    Select,
+    Var,
+    as_expr,
+    substitute,
+)
 from .stage import SplitRel
 
 IDENTITY = {"sum": 0, "max": float("-inf"), "min": float("inf")}
 
 
 def make_cache_op(op: ComputeOp, cache_name: str) -> tuple[ComputeOp, ComputeOp]:
-    """(cache stage computing ``op``'s body, replacement for ``op`` that copies from the cache)."""
-    cache = ComputeOp(cache_name, op.axis, op.body, op.tag, dict(op.attrs))
-    axis = tuple(IterVar(Var(iv.name), iv.extent, "data") for iv in op.axis)
-    copy = ComputeOp(op.name, axis, Load(Tensor(cache), tuple(iv.var for iv in axis)), "cache")
-    return cache, copy
+    """(cache stage computing ``op``'s bodies, replacement for ``op`` that copies from the cache);
+    every output of a tuple compute moves to the cache together."""
+    cache = ComputeOp(cache_name, op.axis, op.body, op.tag, dict(op.attrs), op.others)
+    return cache, copy_op(cache, op.name, [iv.name for iv in op.axis])
+
+
+def copy_op(src: Operation, name: str, axes: Sequence[str] | None = None) -> ComputeOp:
+    """A stage ``name`` that copies every output of ``src`` (same shape, one output per output),
+    over axes named ``axes`` (default ``ax0``, ``ax1``, ...)."""
+    names = list(axes) if axes is not None else [f"ax{d}" for d in range(len(src.shape))]
+    axis = tuple(IterVar(Var(a), n, "data") for a, n in zip(names, src.shape, strict=True))
+    idx = tuple(iv.var for iv in axis)
+    loads = [Load(src.output(k), idx) for k in range(src.num_outputs)]
+    return ComputeOp(name, axis, loads[0], "cache", {}, tuple(loads[1:]))
 
 
 def identity_value(combiner: str, dtype: str) -> Expr:
@@ -31,10 +55,12 @@ def make_rfactor_ops(
     """Factor reduction ``op`` over loop ``axis`` into (partial-result stage, final reduction).
 
     ``axis`` is a root reduce axis (``split`` is None) or one half of a single split of one.
+    A ``comm_reducer`` (tuple-valued too) combines the partial results with its own combine, as
+    TVM does: every output of a tuple reduction moves to the partial stage together.
     """
     body = op.body
-    if not isinstance(body, Reduce) or not isinstance(body.combiner, str):
-        raise ValueError(f"{op.name} is not a reduction with sum, max or min")
+    if not isinstance(body, Reduce):
+        raise ValueError(f"{op.name} is not a reduction")
     roots = {iv.name: iv for iv in body.axis}
     root = roots[split.parent if split is not None else axis]
     where = body.where
@@ -62,22 +88,40 @@ def make_rfactor_ops(
             value = value + root.begin
         kept = [red if iv.name == root.name else iv for iv in body.axis]
     mapping = {root.var: value}
-    source = substitute(body.source, mapping)
+    sources = [substitute(src, mapping) for src in body.all_sources]
     where = None if where is None else substitute(where, mapping)
     rf_axis = list(op.axis)
     rf_axis.insert(factor_axis, new_data)
     if kept:
-        rf_body: Expr = Reduce(body.combiner, source, tuple(kept), where)
+        rf_bodies = _reduce_like(body, sources, tuple(kept), where)
     elif where is not None:
-        rf_body = Select(where, source, identity_value(body.combiner, source.dtype))
+        idents = reduce_identity(body.combiner, [src.dtype for src in sources])
+        rf_bodies = tuple(Select(where, src, i) for src, i in zip(sources, idents, strict=True))
     else:
-        rf_body = source
-    rf = ComputeOp(f"{op.name}.rf", tuple(rf_axis), rf_body, op.tag, dict(op.attrs))
+        rf_bodies = tuple(sources)
+    rf = ComputeOp(f"{op.name}.rf", tuple(rf_axis), rf_bodies[0], op.tag, dict(op.attrs), rf_bodies[1:])
     final_red = IterVar(Var(f"{new_data.name}.r"), new_data.extent, "reduce")
     axis_out = tuple(IterVar(Var(iv.name), iv.extent, "data") for iv in op.axis)
     idx = [iv.var for iv in axis_out]
     idx.insert(factor_axis, final_red.var)
-    final = ComputeOp(
-        op.name, axis_out, Reduce(body.combiner, Load(Tensor(rf), tuple(idx)), (final_red,)), op.tag
-    )
-    return rf, final
+    loads: list[Expr] = [Load(rf.output(c), tuple(idx)) for c in range(rf.num_outputs)]
+    final = _reduce_like(body, loads, (final_red,), None)
+    return rf, ComputeOp(op.name, axis_out, final[0], op.tag, {}, final[1:])
+
+
+def reduce_identity(combiner: str | CommReducer, dtypes: Sequence[str]) -> list[Expr]:
+    """The neutral element of each component of a reduction (one unless a tuple reducer)."""
+    if isinstance(combiner, str):
+        return [identity_value(combiner, dtypes[0])]
+    return list(combiner.identity)
+
+
+def _reduce_like(
+    body: Reduce, sources: Sequence[Expr], axes: tuple[IterVar, ...], where: Expr | None
+) -> tuple[Expr, ...]:
+    """A reduction with ``body``'s combiner of ``sources`` over ``axes``: one ``Reduce`` per
+    component (a tuple reducer's components share every source)."""
+    if not body.sources:
+        return (Reduce(body.combiner, sources[0], axes, where),)
+    srcs = tuple(sources)
+    return tuple(Reduce(body.combiner, src, axes, where, c, srcs) for c, src in enumerate(srcs))
