@@ -227,25 +227,29 @@ def _comm_reduce(
 
 
 def _evaluate_scan(op: ScanOp, env: dict[str, np.ndarray], budget: int) -> None:
-    """Every output of scan ``op`` into ``env``: the init rows, then each later row from the updates
-    reading the rows before it (the state placeholders read the outputs as they fill)."""
+    """Every output of scan ``op`` into ``env``: the init rows, then row after row its body (the
+    updates write the outputs; the state placeholders read the outputs as they fill)."""
     outs = [
         np.zeros(static_shape(t.shape, f"the reference of {t.name}: shape"), numpy_dtype(t.dtype))
         for t in op.states
     ]
     local = dict(env)
     local.update({st.name: out for st, out in zip(op.states, outs, strict=True)})
-    for init, update, out in zip(op.inits, op.updates, outs, strict=True):
-        assert isinstance(init.op, ComputeOp) and isinstance(update.op, ComputeOp)
+    for init, out in zip(op.inits, outs, strict=True):
+        assert isinstance(init.op, ComputeOp)
         for box in _boxes(out[: as_int(init.shape[0])].shape, budget):
             _store(init.op, init.op.bodies[init.value_index], _Chunk(local, init.op.axis, box), out)
-    rows = as_int(op.inits[0].shape[0])
-    for t in range(rows, outs[0].shape[0]):
-        for update, out in zip(op.updates, outs, strict=True):
-            assert isinstance(update.op, ComputeOp)
-            for box in _boxes(out.shape[1:], budget):
-                chunk = _Chunk(local, update.op.axis, ((t, t + 1), *box))
-                _store(update.op, update.op.bodies[update.value_index], chunk, out)
+    arrays = {u.op.name: [out] for u, out in zip(op.updates, outs, strict=True)}
+    for part in op.body:
+        if part.name not in arrays:
+            shape = static_shape(part.shape, f"the reference of {part.name}: shape")
+            arrays[part.name] = [np.zeros(shape, numpy_dtype(b.dtype)) for b in part.bodies]
+            local.update({part.output(c).name: a for c, a in enumerate(arrays[part.name])})
+    for t in range(as_int(op.inits[0].shape[0]), outs[0].shape[0]):
+        for part in op.body:
+            rest = static_shape(part.shape[1:], f"the reference of {part.name}: shape")
+            for box in _boxes(rest, budget):
+                _fill(part, _Chunk(local, part.axis, ((t, t + 1), *box)), arrays[part.name])
     env.update({op.output(c).name: out for c, out in enumerate(outs)})
 
 

@@ -61,6 +61,9 @@ class Lowerer:
         self._bodies: dict[str, Expr] = {}
         self._contexts: dict[str, StageContext] = {}
         self._readers: dict[str, list[Stage]] | None = None
+        self.regions: dict[str, tuple[list[Expr], list[Extent]]] = {}  # fixed by the scan lowering
+        scans = [st.op for st in sched.stages.values() if isinstance(st.op, ScanOp)]
+        self.in_scan = {p.name for op in scans for p in op.parts}
         names = [t.name for t in args]
         if len(set(names)) != len(names):
             raise ValueError(f"argument names repeat: {names}")
@@ -89,6 +92,8 @@ class Lowerer:
     def run(self) -> PrimFunc:
         body: list[Stmt] = []
         for stage in self.s.stages.values():
+            if stage.name in self.in_scan:
+                continue  # the scan lowers its init and body stages in its own loops
             if stage.is_placeholder:
                 if stage.name not in self.buffers and self.readers(stage.name):
                     raise ValueError(f"input {stage.name!r} is read but not among the arguments")
@@ -214,7 +219,9 @@ class Lowerer:
             return ctx
         op = stage.op
         assert isinstance(op, ComputeOp)
-        if stage.attach[0] == "at":
+        if stage.name in self.regions:
+            bases, region = self.regions[stage.name]
+        elif stage.attach[0] == "at":
             bases, region = self.region_at(stage)
         else:
             bases, region = [Const(0)] * len(op.shape), list(op.shape)

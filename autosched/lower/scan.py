@@ -1,51 +1,58 @@
-"""Lowering of ``scan``: the init rows, then a sequential loop over the remaining rows of the first
-axis, each row computed from the rows before it (the state reads become reads of the output)."""
+"""Lowering of ``scan``: the init stages over their rows, then a sequential loop over the remaining
+rows of the first axis in which every stage of the scan's body computes its row ``t``, as scheduled
+(split, reorder, annotations of the other axes; body stages attached at the update's loops). The
+state reads become reads of the outputs; the updates write the outputs' rows."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..expr import BinOp, ComputeOp, Const, Expr, Load, ScanOp, Var, rewrite, substitute
-from .ir import For, Stmt, Store, seq
+from ..expr import Const, Expr, Extent, ScanOp, Var
+from .ir import Allocate, Buffer, For, Stmt, seq
 
 if TYPE_CHECKING:  # an annotation only: the lowerer calls this module
     from .lowering import Lowerer
 
 
 def lower_scan(lw: Lowerer, op: ScanOp) -> Stmt:
-    """The loop nests of ``op``: init over rows ``[0, k)``, update over ``[k, n)`` with ``t`` outermost."""
-    out = lw.buffers[op.name]
-    result = op.output(0)
-    shape = [d for d in op.shape if isinstance(d, int)]
-    rows = op.init.shape[0]
-    if len(shape) != len(op.shape) or not isinstance(rows, int):
+    """The loop nests of ``op``: the inits over rows ``[0, k)``, then ``t`` over ``[k, n)`` with the
+    body stages inside, each over the row ``t`` of its region."""
+    outs = [lw.buffers[op.output(c).name] for c in range(op.num_outputs)]
+    if any(not isinstance(d, int) for b in outs for d in b.shape):
         raise ValueError(f"scan {op.name!r}: symbolic shapes are not supported by scan (shape {op.shape})")
+    for st, buf in zip(op.states, outs, strict=True):
+        _alias(lw, st.name, buf)
     parts: list[Stmt] = []
-    for label, part, first, count in (
-        ("init", op.init, 0, rows),
-        ("update", op.update, rows, shape[0] - rows),
-    ):
-        if count <= 0:
-            continue
-        cop = part.op
-        assert isinstance(cop, ComputeOp)
-        loop_vars = [Var(f"{op.name}.{label}.{iv.name}") for iv in cop.axis]
-        extents = [count, *shape[1:]]
-        for v, n in zip(loop_vars, extents, strict=True):
-            lw.ranges[v] = (0, n - 1)
-        values: list[Expr] = list(loop_vars)
-        if first:
-            values[0] = BinOp("add", loop_vars[0], Const(first), "int32")
-
-        def from_state(e: Expr) -> Expr | None:
-            if isinstance(e, Load) and e.tensor.op is op.state.op:
-                return Load(result, tuple(rewrite(i, from_state) for i in e.indices))
-            return None
-
-        body = rewrite(lw.inline(cop.body), from_state)
-        body = substitute(body, {iv.var: v for iv, v in zip(cop.axis, values, strict=True)})
-        stmt: Stmt = Store(out, lw.flatten(values, out), lw.to_buffers(body))
-        for v, n in zip(reversed(loop_vars), reversed(extents), strict=True):
-            stmt = For(v, 0, n, "serial", stmt)
-        parts.append(stmt)
+    for init, buf in zip(op.inits, outs, strict=True):
+        _alias(lw, init.name, buf)
+        parts.append(lw.lower_stage(lw.s.stages[init.op.name]))
+    rows, total = op.inits[0].shape[0], op.states[0].shape[0]
+    assert isinstance(rows, int) and isinstance(total, int)
+    t = Var(f"{op.name}.t")
+    lw.ranges[t] = (rows, total - 1)
+    writes = {u.op.name: buf for u, buf in zip(op.updates, outs, strict=True)}
+    body: list[Stmt] = []
+    for part in op.body:
+        stage = lw.s.stages[part.name]
+        if stage.attach != ("root",):
+            continue  # inlined into its readers, or computed at a loop of another body stage
+        if part.name in writes:
+            _alias(lw, part.output(0).name, writes[part.name])
+        else:  # a whole buffer: rows of earlier steps stay readable
+            for k in range(part.num_outputs):
+                tensor = part.output(k)
+                parts.append(Allocate(lw.allocate(stage, tensor, tuple(tensor.shape), "global")))
+                lw.bases[tensor.name] = [Const(0)] * len(tensor.shape)
+        region: list[Extent] = [1, *part.shape[1:]]
+        lw.regions[part.name] = ([t, *[Const(0)] * (len(region) - 1)], region)
+        body.append(lw.lower_stage(stage))
+    if total > rows:
+        parts.append(For(t, rows, total - rows, "serial", seq(body)))
     return seq(parts)
+
+
+def _alias(lw: Lowerer, name: str, buf: Buffer) -> None:
+    """Reads and writes of tensor ``name`` go to ``buf`` at absolute indices."""
+    lw.buffers[name] = buf
+    zero: list[Expr] = [Const(0)] * len(buf.shape)
+    lw.bases[name] = zero

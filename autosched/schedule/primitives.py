@@ -39,8 +39,8 @@ def _leaf(stage: Stage, axis: str) -> int:
 def _compute_only(stage: Stage) -> ComputeOp:
     if isinstance(stage.op, ScanOp):
         raise ScheduleError(
-            f"{stage.name} is a scan; on CPU it keeps its loop nest (a sequential loop over its first "
-            "axis), so schedule the stages it reads instead"
+            f"{stage.name} is a scan: a sequential loop over its first axis; schedule its init and "
+            "update stages (s[init], s[update]) and the stages it reads instead"
         )
     if isinstance(stage.op, ExternOp):
         raise ScheduleError(
@@ -50,6 +50,27 @@ def _compute_only(stage: Stage) -> ComputeOp:
     if not isinstance(stage.op, ComputeOp):
         raise ScheduleError(f"{stage.name} is a placeholder; it has no loops to schedule")
     return stage.op
+
+
+def scan_role(s: ScheduleLike, stage: Stage) -> tuple[str, str] | None:
+    """(scan name, "init" | "update" | "body") when ``stage`` computes part of a scan, else None."""
+    for other in s.stages.values():
+        op = other.op
+        if isinstance(op, ScanOp) and any(p is stage.op for p in op.parts):
+            if any(t.op is stage.op for t in op.inits):
+                return op.name, "init"
+            return op.name, "update" if any(t.op is stage.op for t in op.updates) else "body"
+    return None
+
+
+def _not_in_scan(s: ScheduleLike, stage: Stage, what: str, roles: tuple[str, ...]) -> None:
+    """Refuse ``what`` on a stage with one of these scan ``roles``."""
+    role = scan_role(s, stage)
+    if role is not None and role[1] in roles:
+        raise ScheduleError(
+            f"{stage.name} is the {role[1]} of scan {role[0]}, computed row by row in the scan's time "
+            f"loop; {what} of it is not supported (split, reorder, fuse and annotations are)"
+        )
 
 
 def _split(s: ScheduleLike, stage: Stage, step: st.SplitStep) -> None:
@@ -164,6 +185,7 @@ def _downstream(s: ScheduleLike, name: str) -> set[str]:
 
 def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
     _compute_only(stage)
+    _not_in_scan(s, stage, "compute_at", ("init", "update"))
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be computed at another stage")
     target = s.stages.get(step.target)
@@ -172,6 +194,9 @@ def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
     _leaf(target, step.axis)
     if target.name not in _downstream(s, stage.name):
         raise ScheduleError(f"{step.target} does not consume {stage.name}; compute_at needs a consumer loop")
+    role = scan_role(s, stage)
+    if role is not None and (scan_role(s, target) or ("", ""))[0] != role[0]:
+        raise ScheduleError(f"{stage.name} is in the body of scan {role[0]}: attach it to a stage of it")
     node = target
     while node.attach[0] == "at":
         if node.attach[1] == stage.name:
@@ -182,6 +207,7 @@ def _compute_at(s: ScheduleLike, stage: Stage, step: st.ComputeAtStep) -> None:
 
 def _compute_inline(s: ScheduleLike, stage: Stage, step: st.ComputeInlineStep) -> None:
     op = _compute_only(stage)
+    _not_in_scan(s, stage, "compute_inline", ("init", "update"))
     if stage.name in s.outputs:
         raise ScheduleError("an output stage cannot be inlined")
     if isinstance(op.body, Reduce):
@@ -198,6 +224,7 @@ def _compute_root(s: ScheduleLike, stage: Stage, step: st.ComputeRootStep) -> No
 
 def _cache_write(s: ScheduleLike, stage: Stage, step: st.CacheWriteStep) -> None:
     op = _compute_only(stage)
+    _not_in_scan(s, stage, "cache_write", ("init", "update", "body"))
     if step.scope not in SCOPES:
         raise ScheduleError(f"unknown scope {step.scope!r}; known: {SCOPES}")
     if stage.relations or stage.annotations:
@@ -216,6 +243,7 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
         raise ScheduleError("give at least one reader")
     if isinstance(stage.op, ScanOp) or (isinstance(stage.op, ExternOp) and stage.op.num_outputs != 1):
         raise ScheduleError("cache_read of a scan or of an extern stage of several outputs is not supported")
+    _not_in_scan(s, stage, "cache_read", ("init", "update", "body"))
     readers = []
     for r in step.readers:
         reader = s.stages.get(r)
@@ -223,6 +251,7 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
             raise ScheduleError(f"reader {r!r} is not a compute stage of this schedule")
         if not any(t.op.name == stage.name for t in reader.op.input_tensors):
             raise ScheduleError(f"stage {r} does not read {stage.name}")
+        _not_in_scan(s, reader, "cache_read for a reader", ("init", "update", "body"))
         readers.append(reader)
     cache = copy_op(stage.op, f"{stage.name}.{step.scope}")
     first = min(list(s.stages).index(r.name) for r in readers)
@@ -242,6 +271,7 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
 
 def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:
     op = _compute_only(stage)
+    _not_in_scan(s, stage, "rfactor", ("init", "update", "body"))
     if stage.kinds.get(step.axis) != "reduce":
         raise ScheduleError(f"{step.axis!r} is not a reduction axis of {stage.name}")
     _leaf(stage, step.axis)

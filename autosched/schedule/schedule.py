@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..expr import IterVar, Operation, Tensor, as_tensors, topo_order
+from ..expr import IterVar, Operation, ScanOp, Tensor, as_tensors, topo_order
 from . import steps as st
 from .group import StageGroup, group_members
 from .primitives import HANDLERS
@@ -28,9 +28,12 @@ class Schedule:
         self.source_outputs = tuple(outputs)
         self.stages: dict[str, Stage] = {}
         for op in topo_order(outputs):
-            stage = Stage(self, op)
-            stage.reset(op)
-            self.stages[op.name] = stage
+            parts = op.parts if isinstance(op, ScanOp) else ()  # stages of the scan's init and body
+            for part in (*parts, op):
+                if part.name not in self.stages:
+                    stage = Stage(self, part)
+                    stage.reset(part)
+                    self.stages[part.name] = stage
         self.steps: list[st.Step] = []
 
     def __getitem__(self, t: Tensor | Operation | str) -> Stage:

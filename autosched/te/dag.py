@@ -54,9 +54,12 @@ def op_to_str(op: Operation) -> str:
     if isinstance(op, PlaceholderOp):
         return f"{op.name} = placeholder([{', '.join(str(d) for d in op.shape)}], {op.dtype})"
     if isinstance(op, ScanOp):
-        parts = [op_to_str(t.op) for t in (op.init, op.update)]
-        state = f"{op.state.name}[{', '.join(str(d) for d in op.shape)}]"
-        return f"{op.name} = scan(state={state}, init: {parts[0]}, update: {parts[1]})"
+        states = ", ".join(f"{t.name}[{', '.join(str(d) for d in t.shape)}]" for t in op.states)
+        inits = "; ".join(op_to_str(t.op) for t in op.inits)
+        updates = "; ".join(op_to_str(t.op) for t in op.updates)
+        line = f"{op.name} = scan(state={states}, init: {inits}, update: {updates}"
+        others = [o for o in op.body if all(o is not t.op for t in op.updates)]
+        return line + "".join(f"; body: {op_to_str(o)}" for o in others) + ")"
     if isinstance(op, ExternOp):
         ins = ", ".join(f"{b.name}={t.name}" for b, t in zip(op.in_buffers, op.inputs, strict=True))
         outs = ", ".join(f"{b.name}:{b.dtype}[{', '.join(str(d) for d in b.shape)}]" for b in op.out_buffers)

@@ -104,54 +104,47 @@ class ComputeOp:
 
 @dataclass(eq=False, slots=True)
 class ScanOp(NoLoops):
-    """A recurrence over the first axis (what ``scan`` builds): rows ``[0, init.shape[0])`` are
-    ``init``; each later row ``t`` is ``update`` at ``t``, where ``update`` reads the rows before
-    ``t`` through ``state``. Computed as a sequential loop over ``t`` (no axes to schedule)."""
+    """A recurrence over the first axis (what ``scan`` builds), with one output per state: rows
+    ``[0, k)`` of output ``c`` are ``inits[c]``; each later row ``t`` is ``updates[c]`` at ``t``,
+    where the updates read the rows before ``t`` through the ``states`` placeholders. ``body`` holds
+    the computes evaluated for each ``t`` in order: the updates and the stages between the states
+    and them. Computed as a sequential loop over ``t``; its init and body stages are scheduled."""
 
     name: str
-    init: Tensor
-    update: Tensor
-    state: Tensor
+    inits: tuple[Tensor, ...]
+    updates: tuple[Tensor, ...]
+    states: tuple[Tensor, ...]
+    body: tuple[ComputeOp, ...]
     inputs: tuple[Tensor, ...] = ()
     tag: str = ""
 
     @property
     def shape(self) -> tuple[Extent, ...]:
-        return self.state.shape
+        return self.states[0].shape
 
     @property
     def dtype(self) -> str:
-        return self.state.dtype
+        return self.states[0].dtype
 
     @property
     def num_outputs(self) -> int:
-        return 1
+        return len(self.states)
 
     @property
-    def inits(self) -> tuple[Tensor, ...]:
-        """The init tensor of every state, in output order."""
-        return (self.init,)
-
-    @property
-    def updates(self) -> tuple[Tensor, ...]:
-        """The update tensor of every state, in output order."""
-        return (self.update,)
-
-    @property
-    def states(self) -> tuple[Tensor, ...]:
-        """The state placeholder of every output, in output order."""
-        return (self.state,)
+    def parts(self) -> tuple[ComputeOp, ...]:
+        """The computes that run inside the scan: the inits, then the body."""
+        inits = [t.op for t in self.inits if isinstance(t.op, ComputeOp)]
+        return (*dict.fromkeys(inits), *self.body)
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        bodies: list[Expr] = []
-        for t in (self.init, self.update):
-            assert isinstance(t.op, ComputeOp)
-            bodies.extend(t.op.bodies)
-        return tuple(t for t in _loaded(bodies) if t.op is not self.state.op)
+        inside = {id(op) for op in self.parts} | {id(t.op) for t in self.states}
+        return tuple(t for t in _loaded(b for op in self.parts for b in op.bodies) if id(t.op) not in inside)
 
     def output(self, index: int = 0) -> Tensor:
-        return Tensor(self)
+        if not 0 <= index < self.num_outputs:
+            raise IndexError(f"{self.name} has {self.num_outputs} outputs, asked for output {index}")
+        return Tensor(self, index)
 
 
 @dataclass(eq=False, slots=True)
@@ -224,6 +217,8 @@ class Tensor:
     def shape(self) -> tuple[Extent, ...]:
         if isinstance(self.op, ExternOp):
             return self.op.out_buffers[self.value_index].shape
+        if isinstance(self.op, ScanOp):
+            return self.op.states[self.value_index].shape
         return self.op.shape
 
     @property
@@ -232,6 +227,8 @@ class Tensor:
             return self.op.bodies[self.value_index].dtype
         if isinstance(self.op, ExternOp):
             return self.op.out_buffers[self.value_index].dtype
+        if isinstance(self.op, ScanOp):
+            return self.op.states[self.value_index].dtype
         return self.op.dtype
 
     @property
