@@ -9,6 +9,7 @@ import pytest
 from te_strict import compile_strict
 
 import autosched as asc
+from autosched.reference import evaluate
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -159,3 +160,23 @@ def test_tuple_reduction_with_vectorized_and_parallel_data_loops(n: int) -> None
     asc.build(s, [V, t0, t1])(v, o0, o1)
     np.testing.assert_array_equal(o0, v.argmax(1))
     np.testing.assert_array_equal(o1, v.max(1))
+
+
+def test_comm_reducer_applied_to_values_element_by_element() -> None:
+    n = 13
+    A, B = asc.placeholder((n,), name="A"), asc.placeholder((n,), name="B")
+    absmax = asc.comm_reducer(
+        lambda x, y: asc.max(asc.abs(x), asc.abs(y)), lambda t: asc.const(0, t), name="am"
+    )
+    C = asc.compute((n,), lambda i: absmax(A[i], B[i], 0.5), name="C")  # combine(combine(a, b), 0.5)
+    s = asc.create_schedule(C.op)
+    _, ci = s[C].split(C.op.axis[0], factor=4)
+    s[C].vectorize(ci)
+    rng = np.random.default_rng(4)
+    a, b = (rng.uniform(-1, 1, n).astype(np.float32) for _ in range(2))
+    c = np.zeros(n, np.float32)
+    asc.build(s, [A, B, C])(a, b, c)
+    np.testing.assert_array_equal(c, np.maximum(np.maximum(np.abs(a), np.abs(b)), 0.5))
+    np.testing.assert_array_equal(evaluate(C, {"A": a, "B": b})["C"], c)
+    with pytest.raises(TypeError, match="one at a time"):
+        absmax((A[0], B[0]), A[1])

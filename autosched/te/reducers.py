@@ -84,14 +84,32 @@ class Reducer:
     def __repr__(self) -> str:
         return f"comm_reducer({self.name!r})"
 
+    def _combine_values(self, values: Sequence[Any]) -> Expr:
+        """``combine`` folded over two or more scalar expressions of one dtype, from the left."""
+        if any(isinstance(v, (tuple, list)) for v in values):
+            raise TypeError(f"comm_reducer {self.name!r}: combine values element by element one at a time")
+        exprs = [as_expr(v) for v in values]
+        acc = exprs[0]
+        for e in exprs[1:]:
+            acc = cast(as_expr(self.fcombine(acc, e)), acc.dtype)
+        return acc
+
     def __call__(
         self,
         expr: ExprLike | Sequence[ExprLike],
-        axis: IterVar | Sequence[IterVar],
+        axis: IterVar | Sequence[IterVar] | ExprLike,
         where: ExprLike | None = None,
-    ) -> Reduce | tuple[Reduce, ...]:
+        *more: ExprLike,
+    ) -> Expr | tuple[Reduce, ...]:
         """The reduction of ``expr`` (one expression, or a tuple for a tuple reducer) over ``axis``;
-        a tuple reducer gives one :class:`Reduce` per component, for a compute returning them."""
+        a tuple reducer gives one :class:`Reduce` per component, for a compute returning them.
+
+        Called on plain values instead (``reducer(a, b, ...)``, as te allows), it combines them
+        element by element, from the left: ``combine(combine(a, b), c)``."""
+        if not isinstance(axis, (IterVar, tuple, list)):
+            return self._combine_values([expr, axis, *(() if where is None else (where,)), *more])
+        if more:
+            raise TypeError(f"{self.name}: extra arguments after axis and where: {more}")
         is_tuple = isinstance(expr, (tuple, list))
         items: Sequence[Any] = expr if isinstance(expr, (tuple, list)) else (expr,)
         srcs = tuple(as_expr(x) for x in items)
