@@ -77,6 +77,7 @@ from .te.nodes import (
     logic,
     to_str,
 )
+from .te.packed import FUNCS, HOOK_SETTER, PACKED_PREFIX, SITES, register_func
 from .te.reducers import CommReducer, Reducer, comm_reducer, max_value, min_value
 from .te.scan import scan
 from .te.tensor import (
@@ -104,6 +105,11 @@ __all__ = [
     "call_extern",
     "call_intrin",
     "call_packed",
+    "register_func",
+    "FUNCS",
+    "HOOK_SETTER",
+    "PACKED_PREFIX",
+    "SITES",
     "call_pure_extern",
     "decl_buffer",
     "extern",

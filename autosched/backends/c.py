@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..emit_c import emit_c, function_name
+from ..expr import PACKED_PREFIX
 from ..lower.ir import PrimFunc
 from ..runner.builder import LocalBuilder
 from ..runner.compile import compile_shared
@@ -13,6 +14,7 @@ from ..runner.kernel import ArgSpec, Kernel
 from ..runner.load import load_kernel
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import Builder, MeasureOption, Runner
+from ..runner.packed import install_hook
 from ..target import Target
 from .base import Backend, register_backend
 
@@ -46,7 +48,10 @@ class CBackend(Backend):
         """Compile to a shared library (cached by content, linked with the user C ``func.code`` it
         calls) and load it with cffi."""
         lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir, code=func.code)
-        return load_kernel(lib, function_name(func.name), specs, sizes)
+        kernel = load_kernel(lib, function_name(func.name), specs, sizes)
+        if any(s.startswith(PACKED_PREFIX) for s in func.code.symbols):
+            install_hook(lib)  # call_packed of a Python function: its hook calls back here
+        return kernel
 
     def builder(self, option: MeasureOption) -> Builder:
         """:class:`~autosched.runner.LocalBuilder` with the option's parallelism and timeout."""

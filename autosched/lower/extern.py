@@ -7,11 +7,12 @@ stores flat accesses to it; loops keep their kind, under names prefixed by the s
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ..expr import BufferData, BufferRead, Const, DeclBuffer, Expr, Extent, ExternOp, Var, rewrite
 from ..schedule import ScheduleError
-from ..te.ir_builder import Block, Branch, BufferStore, Evaluate, ExternStmt, Loop
+from ..te.ir_builder import AllocBuffer, Block, Branch, BufferStore, Evaluate, ExternStmt, Loop
 from . import ir
 from .simplify import span
 
@@ -67,6 +68,11 @@ class _ExternLowerer:
             return ir.IfThenElse(self.expr(s.cond), self.stmt(s.then), other)
         if isinstance(s, Block):
             return ir.seq(self.stmt(x) for x in s.stmts)
+        if isinstance(s, AllocBuffer):
+            size = math.prod(int(d) for d in s.buffer.shape if isinstance(d, int))
+            buf = ir.Buffer(f"{self.op.name}.{s.buffer.name}", (size,), s.buffer.dtype, "local")
+            self.buffers[s.buffer] = buf
+            return ir.Allocate(buf)
         raise TypeError(f"not an extern statement: {s!r}")
 
 

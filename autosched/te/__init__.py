@@ -9,7 +9,8 @@
     ccode      CCode: user C (source, headers, libraries) a kernel carries     ()
     buffer     decl_buffer, call_extern, call_pure_extern; buffer nodes     (nodes, ccode)
     ir_builder the statements of an extern body and their builder            (nodes, buffer)
-    extern     extern, call_packed, call_intrin                              (tensor, ir_builder)
+    packed     register_func; the C call sites of Python callbacks          (buffer)
+    extern     extern, call_packed, call_intrin                  (tensor, ir_builder, packed)
     dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
     intrin     decl_tensor_intrin, TensorIntrin, CImpl                       (nodes, tensor, dag)
 

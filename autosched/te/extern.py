@@ -16,8 +16,9 @@ from typing import Any
 from .buffer import BufferData, BufferRead, DeclBuffer, ExternCall, call_extern
 from .ccode import NO_CODE, CCode
 from .extent import extent_vars
-from .ir_builder import Block, Branch, BufferStore, Evaluate, ExternStmt, Loop
+from .ir_builder import AllocBuffer, Block, Branch, BufferStore, Evaluate, ExternStmt, Loop
 from .nodes import MATH_FUNCS, Call, Expr, Extent, Var, as_expr
+from .packed import FUNCS, packed_site
 from .tensor import ComputeOp, ExternOp, Operation, Tensor, _check_shape
 from .traverse import walk
 
@@ -120,12 +121,15 @@ def extern(
     outs = _buffers(out_buffers, shapes, dtypes, out_names, "out", name)
     body = _as_stmt(fcompute(list(ins), list(outs)), name)
     code = CCode.of(c_source, headers, libs, include_dirs, lib_dirs).merge(stmt_code(body))
-    known, nodes = set(ins) | set(outs), [n for e in stmt_exprs(body) for n in walk(e)]
+    scratch = {x.buffer for x in statements(body) if isinstance(x, AllocBuffer)}
+    known, nodes = set(ins) | set(outs) | scratch, [n for e in stmt_exprs(body) for n in walk(e)]
     used = [n.buffer for n in nodes if isinstance(n, (BufferData, BufferRead))]
     used += [x.buffer for x in statements(body) if isinstance(x, BufferStore)]
     for buf in used:
         if buf not in known:
-            raise ValueError(f"extern {name!r}: the body uses buffer {buf.name!r}, not one of ins/outs")
+            raise ValueError(
+                f"extern {name!r}: the body uses buffer {buf.name!r}, not one of ins/outs nor allocated in it"
+            )
     sizes = {v.name for t in tensors for v in extent_vars(list(t.shape))}
     loops = {x.var.name for x in statements(body) if isinstance(x, Loop)}
     free = sorted({n.name for n in nodes if isinstance(n, Var)} - sizes - loops)
@@ -232,13 +236,17 @@ PACKED: dict[str, Callable[[Sequence[Any]], ExternCall]] = {"tvm.contrib.cblas.m
 
 
 def call_packed(name: str, *args: Any) -> ExternCall:
-    """TVM's call of a registered packed function, for the names that map to C (:data:`PACKED`);
-    any other name is an error saying to call a C function with ``call_extern``."""
+    """TVM's call of a packed function: one registered with :func:`~.packed.register_func` (a
+    Python callback, see :mod:`autosched.te.packed`) or a name that maps to C (:data:`PACKED`);
+    any other name is an error saying how to register it or call C with ``call_extern``."""
+    if name in FUNCS:
+        return packed_site(name, args)
     fn = PACKED.get(name)
     if fn is None:
         raise ValueError(
-            f"call_packed {name!r}: autosched has no packed-function registry; known names map to C "
-            f"({', '.join(PACKED)}). Call your C function with call_extern('void', 'c_name', "
-            "buf.data, ...) and give its source (c_source=) or library (libs=)"
+            f"call_packed {name!r}: no function of that name; register a Python one first "
+            f"(@asc.register_func({name!r})), use a name that maps to C ({', '.join(PACKED)}), or "
+            "call your C function with call_extern('void', 'c_name', buf.data, ...) and give its "
+            "source (c_source=) or library (libs=)"
         )
     return fn(args)

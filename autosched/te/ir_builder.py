@@ -13,12 +13,15 @@ The subset of TVM's ``tir.ir_builder`` that extern stages use::
         ib.emit(asc.call_extern("void", "log_done", n))
         return ib.get()
 
-Pointers index flat (``p[i * m + j]``). The statements are the frozen dataclasses of this module;
-lowering turns them into the loop-nest IR of the kernel.
+Pointers index flat (``p[i * m + j]``). ``ib.allocate(dtype, shape)`` gives a scratch array (a C
+array on the stack, in the scope where it is called) indexed the same way; ``ib.let(name, value)``
+evaluates ``value`` once, there, and gives an expression that reads it. The statements are the
+frozen dataclasses of this module; lowering turns them into the loop-nest IR of the kernel.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +29,9 @@ from dataclasses import dataclass
 from ..dtypes import dtype as _dtype
 from .buffer import BufferRead, DeclBuffer, ExternCall
 from .nodes import Expr, ExprLike, Extent, Var, as_expr, cast, to_str
+
+MAX_SCRATCH_BYTES = 1 << 20
+"""The largest ``ib.allocate`` array (it is a C stack array)."""
 
 
 class ExternStmt:
@@ -71,6 +77,13 @@ class Branch(ExternStmt):
 
 
 @dataclass(frozen=True, slots=True)
+class AllocBuffer(ExternStmt):
+    """A scratch array ``buffer`` for the rest of the enclosing block (``ib.allocate``)."""
+
+    buffer: DeclBuffer
+
+
+@dataclass(frozen=True, slots=True)
 class Block(ExternStmt):
     """Statements in order."""
 
@@ -90,6 +103,8 @@ def format_extern(s: ExternStmt) -> str:
         return f"if {to_str(s.cond)} {{ {format_extern(s.then)} }}{other}"
     if isinstance(s, Block):
         return "; ".join(format_extern(x) for x in s.stmts)
+    if isinstance(s, AllocBuffer):
+        return f"allocate {s.buffer.name}: {s.buffer.dtype}[{', '.join(str(d) for d in s.buffer.shape)}]"
     raise TypeError(f"not an extern statement: {s!r}")
 
 
@@ -144,6 +159,41 @@ class IRBuilder:
         else:
             raise TypeError(f"emit takes a statement or a call_extern, got {stmt!r}")
 
+    def _unique(self, name: str) -> str:
+        unique, n = name, 1
+        while unique in self._names:
+            unique, n = f"{name}_{n}", n + 1
+        self._names.add(unique)
+        return unique
+
+    def allocate(
+        self, dtype: str, shape: Extent | tuple[Extent, ...], name: str = "buf", scope: str = ""
+    ) -> BufferPtr:
+        """A scratch array of ``shape`` (fixed sizes) for the rest of the current block, indexed
+        flat like ``buffer_ptr``; it lives on the C stack whatever ``scope`` says (at most
+        :data:`MAX_SCRATCH_BYTES`: larger temporaries belong in a stage of their own)."""
+        dims = shape if isinstance(shape, tuple) else (shape,)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+            raise ValueError(f"ib.allocate {name!r}: the shape must be positive ints, got {dims}")
+        d = _dtype(dtype)
+        size = math.prod(dims) * d.bytes
+        if size > MAX_SCRATCH_BYTES:
+            raise ValueError(
+                f"ib.allocate {name!r}: {size} bytes is more than a stack array may take "
+                f"({MAX_SCRATCH_BYTES}); compute the temporary in a stage of its own"
+            )
+        buf = DeclBuffer(dims, d.name, self._unique(name))
+        self.emit(AllocBuffer(buf))
+        return BufferPtr(self, buf)
+
+    def let(self, name: str, value: ExprLike) -> Expr:
+        """``value`` evaluated here, once (into a one-element scratch array), and an expression
+        that reads it (te's ``ib.let`` gives a variable; this reads the same value)."""
+        v = as_expr(value)
+        p = self.allocate(v.dtype, 1, name)
+        p[0] = v
+        return p[0]
+
     @contextmanager
     def for_range(
         self, begin: ExprLike, end: ExprLike, name: str = "i", dtype: str = "int32", kind: str = "serial"
@@ -151,11 +201,7 @@ class IRBuilder:
         """A loop over ``[begin, end)``; yields its variable (named ``name``, made unique)."""
         if kind not in ("serial", "parallel"):
             raise ValueError(f"for_range kind {kind!r}: extern loops are 'serial' or 'parallel'")
-        unique, n = name, 1
-        while unique in self._names:
-            unique, n = f"{name}_{n}", n + 1
-        self._names.add(unique)
-        v = Var(unique, _dtype(dtype).name)
+        v = Var(self._unique(name), _dtype(dtype).name)
         b, e = as_expr(begin), as_expr(end)
         extent = e - b if b != as_expr(0) else e
         self._stack.append([])
