@@ -19,7 +19,8 @@ from test_export import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
 from autosched.expr import bind, static_shape
-from autosched.lower.ir import For, IfThenElse, Stmt, stmt_children
+from autosched.lower.ir import For, IfThenElse, Seq, Stmt, stmt_children
+from autosched.lower.passes import guards
 from autosched.records.export import export_kernel
 from autosched.runner.compile import compile_object
 from autosched.runner.kernel import Kernel
@@ -106,10 +107,11 @@ def guards_in(s: Stmt) -> int:
 
 
 def vector_loops(s: Stmt, guarded: bool = False) -> list[tuple[For, bool]]:
-    """Vectorized loops of ``s``, each with whether a guard encloses or is inside it."""
+    """Vectorized loops of ``s``, each with whether a guard encloses or is inside it (the test of
+    a parallel loop for its guard-free main part, an ``if`` with an ``else``, is no guard)."""
     if isinstance(s, For) and s.kind == "vectorized":
         return [(s, guarded or guards_in(s.body) > 0)]
-    inner = guarded or isinstance(s, IfThenElse)
+    inner = guarded or (isinstance(s, IfThenElse) and s.otherwise is None)
     return [v for x in stmt_children(s) for v in vector_loops(x, inner)]
 
 
@@ -284,3 +286,17 @@ def test_bind_makes_a_fixed_size_dag() -> None:
         bind([Y], {"q": 4})
     with pytest.raises(ValueError, match="symbolic here"):
         static_shape(Y.shape)
+
+
+def test_parallel_row_loop_runs_its_main_part_without_guards() -> None:
+    """The README schedule's parallel row loop over a symbolic extent stays one parallel loop whose
+    body tests once whether the row block is whole: that branch has no row guard (those of the
+    k and j tails remain, inside their own tail loops)."""
+    s, args = readme_matmul(asc.size_var("M"), asc.size_var("N"), asc.size_var("K"))
+    body = asc.lower(s, args).body
+    loop = body.stmts[0] if isinstance(body, Seq) else body
+    assert isinstance(loop, For) and loop.kind == "parallel"
+    assert isinstance(loop.body, IfThenElse) and str(loop.body.cond) == "(C.i.outer < (M // 6))"
+    row_guards = [g for g in guards(loop.body.then) if "M" in str(g)]
+    assert row_guards == [] and loop.body.otherwise is not None
+    assert any("M" in str(g) for g in guards(loop.body.otherwise))  # the partial row block keeps them

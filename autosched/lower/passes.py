@@ -183,6 +183,19 @@ def _symbolic_parts(s: For, ranges: Ranges, sizes: frozenset[Var]) -> list[Stmt]
     return [fold(main, dict(ranges)), fold(tail, dict(ranges))]
 
 
+def _unswitch(s: For, ranges: Ranges, sizes: frozenset[Var]) -> For:
+    """A parallel loop over a symbolic extent with tail guards stays one loop (one parallel
+    region) whose body tests once per iteration whether it is before the symbolic bound of
+    :func:`_symbolic_main_end`: there it runs without the guards that bound proves."""
+    got = _symbolic_main_end(s, ranges, sizes)
+    if got is None:
+        return s
+    cut = _clamp(got[0], s.begin, loop_end(s.begin, s.extent), ranges)
+    main, tail = _drop(s.body, got[1], TRUE), _drop(s.body, got[2], FALSE)
+    body = IfThenElse(Cmp("lt", s.var, cut), main, None if tail == EMPTY else tail)
+    return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+
+
 def _drop(s: Stmt, known: list[Expr], value: Expr) -> Stmt:
     """``s`` with the guard parts in ``known`` replaced by ``value`` (TRUE or FALSE)."""
     if not known:
@@ -224,6 +237,8 @@ def partition(
                 split = _symbolic_parts(s, ranges, sizes)
                 if split is not None:
                     return seq(_partition_inside(p, ranges, memo, sizes) for p in split if p != EMPTY)
+        elif s.kind == "parallel" and sizes and not isinstance(s.extent, int):
+            s = _unswitch(s, ranges, sizes)
         ranges[s.var] = span(s.begin, s.extent)
     return map_children(s, lambda x: partition(x, ranges, memo, sizes))
 
