@@ -72,6 +72,8 @@ class ComputeOp:
     others: tuple[Expr, ...] = ()
     #: the tensors the bodies load, found once (the bodies are never changed after construction)
     _inputs: tuple[Tensor, ...] | None = field(default=None, init=False, repr=False)
+    #: the C its extern calls need (``te.extern.op_code`` fills it on first use)
+    _calls_code: Any = field(default=None, init=False, repr=False)
 
     @property
     def bodies(self) -> tuple[Expr, ...]:
