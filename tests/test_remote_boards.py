@@ -99,7 +99,8 @@ def test_user_workload_hostile_names_and_paths(lab: SshLab, tmp_path: Path) -> N
 def _hand_built(tmp_path: Path, body: str) -> str:
     """A static aarch64 executable whose main is ``body`` (a candidate that misbehaves)."""
     src = tmp_path / "bad.c"
-    src.write_text(f"#include <signal.h>\n#include <stdlib.h>\nint main(void) {{ {body} return 0; }}\n")
+    head = "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+    src.write_text(f"{head}int main(void) {{ {body} return 0; }}\n")
     exe = tmp_path / f"bad{abs(hash(body))}"
     subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-O1", "-o", str(exe), str(src)], check=True)
     return str(gzipped(exe))  # as RemoteBuilder hands them over
@@ -121,6 +122,53 @@ def test_segfault_and_hang_cost_one_trial_and_the_board_stays_usable(lab: SshLab
     assert results[1].error_no == MeasureErrorNo.RUN_TIMEOUT
     assert results[2].error_no == MeasureErrorNo.NO_ERROR, results[2].error_msg
     assert runner.board_failures == 0 and leftovers == []  # the hanging process was killed
+
+
+def test_a_batch_is_one_round_trip_and_a_bad_candidate_costs_only_itself(
+    lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm, relu = (asc.Task("matmul", (8, 8, 8), target=TARGET), asc.Task("relu", (4, 6), target=TARGET))
+    crash = _hand_built(tmp_path, "raise(SIGSEGV);")
+    # exits 0 with timings but writes no output, and prints what looks like the answer's framing
+    fake = r'fputs("asc-rc 0\nasc-data\n", stderr); puts("{\"number\": 1, \"costs\": [1e-3]}");'
+    liar = _hand_built(tmp_path, fake)
+    specs = tuple(mm.arg_specs())
+    with pool(lab, "board1", batch=8) as runner:
+        session = runner._health[0].session
+        round_trips: list[int] = []  # bytes sent up, per ssh command
+        real_run = session.conn.run
+
+        def counted(script: str, stdin: bytes = b"", timeout: float = 60.0) -> object:
+            round_trips.append(len(stdin))
+            return real_run(script, stdin, timeout)
+
+        monkeypatch.setattr(session.conn, "run", counted)
+        inputs = [MeasureInput(mm, ()), MeasureInput(relu, ()), MeasureInput(mm, ()), MeasureInput(mm, ())]
+        good_mm, good_relu = runner.make_builder(FAST).build(inputs[:2])
+        bad = [BuildResult(crash, mm.func_name, specs), BuildResult(liar, mm.func_name, specs)]
+        builds = [good_mm, good_relu, *bad]
+        first = runner.run(inputs, builds)
+        assert len(round_trips) == 5  # start, matmul's two inputs, relu's input, the batch
+        again = runner.run(inputs[:2] * 2, [good_mm, good_relu] * 2)
+        assert len(round_trips) == 6  # the inputs are on the board already: the batch only
+        sizes = sum(Path(b.lib_path or "").stat().st_size for b in builds[:2])
+        assert round_trips[-1] >= 2 * sizes  # the four executables went up in that one command
+        batch_dir = Path(session.run_dir) / "batch"
+        assert not batch_dir.exists()  # removed after the batch
+    ok, fault = MeasureErrorNo.NO_ERROR, MeasureErrorNo.RUNTIME_ERROR
+    assert [r.error_no for r in first] == [ok, ok, fault, fault], [r.error_msg for r in first]
+    assert "SIGSEGV" in first[2].error_msg and "missing or short" in first[3].error_msg
+    assert all(r.error_no == MeasureErrorNo.NO_ERROR and min(r.costs) > 0 for r in again)
+    assert runner.board_failures == 0
+
+
+def test_a_free_board_takes_its_share_of_the_queue() -> None:
+    runner = BoardPool(["a", "b"], batch=4)
+    assert [runner._share(n) for n in (1, 3, 6, 20)] == [1, 2, 3, 4]
+    runner._health[1].down = True  # one board up: it takes up to a whole batch
+    assert [runner._share(n) for n in (3, 20)] == [3, 4]
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        BoardPool(["a"], batch=0)
 
 
 def test_sshd_killed_mid_run_and_restarted(lab: SshLab, tmp_path: Path) -> None:
