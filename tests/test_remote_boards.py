@@ -12,14 +12,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sshd_board import SshLab, processes_in
 
 import autosched as asc
 from autosched.cli import main
+from autosched.database.apply import this_machine
+from autosched.database.machine import fingerprint_for
 from autosched.hardware import host_arch
-from autosched.records import is_remeasurement, load_records
+from autosched.records import NoRecordError, is_remeasurement, load_records
 from autosched.runner.errors import InfrastructureError
+from autosched.runner.load import LoadError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
 from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
@@ -72,6 +76,35 @@ def test_tune_a_builtin_for_aarch64_on_a_board_then_export(lab: SshLab, tmp_path
     run = subprocess.run(["make", "-s", "-C", str(out), "run", *cross, "CPPFLAGS=-DMIN_REPEAT_MS=1"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and "check: OK" in run.stdout, run.stdout + run.stderr
+    assert this_machine(log, task) == records  # load_best takes the board's records of its target...
+    with pytest.raises(LoadError, match="run it on its board"):  # ...but cannot load aarch64 code here
+        asc.load_best(log, task)
+
+
+@pytest.mark.requires("gcc")
+def test_load_best_uses_a_boards_records_when_asked_for_its_machine(lab: SshLab, tmp_path: Path) -> None:
+    task = asc.Task("matmul", (12, 10, 8), target="c -num-threads=1")
+    board = Board("board1", workdir=lab.workdir("native"))  # runs this host's binaries: no launcher
+    log = tmp_path / "x86.jsonl"
+    with BoardPool([board], FAST, ssh_config=str(lab.ssh_config)) as runner:
+        result = asc.tune(task, trials=2, log=log, tuner="random", seed=3, runner=runner, remeasure=0)
+        machine = runner.machine
+    assert result.valid_trials == 2 and machine != fingerprint_for(task.target)  # the board's fingerprint
+    skipped = pytest.warns(asc.AutoschedWarning, match="measured on another machine")
+    with skipped, pytest.raises(NoRecordError) as no:
+        asc.load_best(log, task)  # this machine's records, by default: there are none
+    assert str(no.value).count("\n") == 0 and f"pass machine='{machine}'" in str(no.value)
+    kernel = asc.load_best(log, task, machine=machine)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((12, 8), np.float32), rng.standard_normal((8, 10), np.float32)
+    c = np.zeros((12, 10), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    other = "x86_64-000000000000"
+    with pytest.warns(asc.AutoschedWarning), pytest.raises(NoRecordError, match=f"on machine {other} in"):
+        asc.load_best(log, task, machine=other)
+    with pytest.raises(ValueError, match="machine must be a fingerprint"):
+        asc.load_best(log, task, machine="$(reboot)")
 
 
 def test_user_workload_hostile_names_and_paths(lab: SshLab, tmp_path: Path) -> None:
