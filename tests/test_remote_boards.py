@@ -208,14 +208,23 @@ def test_sshd_killed_mid_run_and_restarted(lab: SshLab, tmp_path: Path) -> None:
     server = lab.servers["board1"]
     task = asc.Task("matmul", (16, 12, 8), target=TARGET)
     log = tmp_path / "drop.jsonl"
-    restarted = threading.Event()
-
-    def drop_after_first_batch(tuner: object, cands: object, results: object) -> None:
-        if not restarted.is_set():
-            server.kill()  # the board drops off: sshd and its connections die
-            threading.Timer(3.0, lambda: (server.start(), restarted.set())).start()
+    dropped, restarted = threading.Event(), threading.Event()
 
     with pool(lab, "board1", probe_every=1.0) as runner:
+
+        def back_once_the_drop_is_seen() -> None:  # (a fixed delay may end before the next batch is built)
+            deadline = time.monotonic() + 60.0
+            while runner.board_failures == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            server.start()
+            restarted.set()
+
+        def drop_after_first_batch(tuner: object, cands: object, results: object) -> None:
+            if not dropped.is_set():
+                dropped.set()
+                server.kill()  # the board drops off: sshd and its connections die
+                threading.Thread(target=back_once_the_drop_is_seen, daemon=True).start()
+
         result = asc.tune(task, trials=8, log=log, tuner="random", seed=5, runner=runner,
                           batch_size=4, remeasure=0, callbacks=[drop_after_first_batch])  # fmt: skip
         failures = runner.board_failures
