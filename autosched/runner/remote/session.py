@@ -1,4 +1,4 @@
-"""One tuning run's use of one board: its run directory, the task inputs there, one trial at a time.
+"""One tuning run's use of one board: its run directory, the task inputs there, batches of trials.
 
 On the board, under the board's working directory ``W``::
 
@@ -32,6 +32,7 @@ import shlex
 import signal
 import socket
 import tarfile
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from io import BytesIO
@@ -140,12 +141,12 @@ def _frames(data: bytes, names: Sequence[Sequence[str]]) -> list[tuple[int, list
 
 def _archive(paths: Sequence[str]) -> bytes:
     """The executables ``paths`` (gzip-compressed files) as one tar stream: ``c<j>.gz`` in order."""
-    buf = BytesIO()
+    buf, now = BytesIO(), time.time()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for j, path in enumerate(paths):
             blob = Path(path).read_bytes()
             info = tarfile.TarInfo(f"c{j}.gz")
-            info.size, info.mode = len(blob), 0o600
+            info.size, info.mode, info.mtime = len(blob), 0o600, int(now)
             tar.addfile(info, BytesIO(blob))
     return buf.getvalue()
 
@@ -165,7 +166,8 @@ def _flush_bytes(info: BoardInfo) -> int:
 
 class BoardSession:
     """This process's use of ``board``: :meth:`start` connects, probes and makes the run directory;
-    :meth:`measure` times one built candidate; :meth:`close` removes the run directory.
+    :meth:`measure_batch` times built candidates sent in one transfer (:meth:`measure`: one);
+    :meth:`close` removes the run directory.
 
     Failures of the board or the connection raise :class:`~autosched.runner.remote.ssh.BoardUnreachable`;
     failures of the candidate are outcomes.
@@ -278,6 +280,7 @@ class BoardSession:
             self.start()
         assert self.info is not None and all(build.lib_path is not None for _, build in jobs)
         tasks = [data.get(inp.task) for inp, _ in jobs]
+        sent = {tag: len(inputs) for tag, inputs, _ in tasks}  # each task's inputs, checked once
         for tag, inputs, _ in tasks:
             if tag not in self._data:
                 self._upload(tag, inputs)
@@ -287,7 +290,7 @@ class BoardSession:
                     repr(float(option.cooldown_ms))]  # fmt: skip
         script = [
             f"cd {q(self.run_dir)} 2>/dev/null || exit {_NO_RUN_DIR}",
-            *(f"[ -f data-{t}/in{len(ins) - 1}.bin ] || exit {_NO_DATA}" for t, ins, _ in tasks if ins),
+            *(f"[ -f data-{t}/in{n - 1}.bin ] || exit {_NO_DATA}" for t, n in sent.items() if n),
             "rm -rf batch && mkdir batch && tar -xf - -C batch || exit 1",
             f"exec 9>>{q(self.workdir + '/lock')} || exit 1",
             "ulimit -c 0",
