@@ -6,17 +6,20 @@ clear errors."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import autosched as asc
-from autosched.backends import CudaBackend, backend_for
+from autosched.backends import CudaBackend, OpenCLBackend, backend_for
+from autosched.driver import arg_specs
 from autosched.lower import lower
 from autosched.lower.gpu import split_kernels
 from autosched.ops.gpu_schedules import softmax_gpu
 from autosched.runner.cuda import nvrtc_compile
+from autosched.runner.opencl import OpenCLKernel
 from autosched.schedule import ScheduleError
 from autosched.target import Target
 
@@ -71,6 +74,23 @@ def test_cross_thread_reductions_match_numpy(
     b = np.full(m, np.nan, dtype=np.float32)
     asc.build(s, args, target="opencl")(a, b)
     np.testing.assert_allclose(b, a.sum(axis=1) if kind == "sum" else a.max(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.requires("pyopencl")
+def test_the_barriers_between_tree_steps_are_needed() -> None:
+    """Without its barriers the tree reads slots that other work-items have not written yet."""
+    args = _row_reduce(4, 256, "sum")
+    program = OpenCLBackend().program(
+        lower(_cross_thread(args, 64, 1, True), args, gpu=True), Target.parse("opencl")
+    )
+    specs = arg_specs(asc.create_schedule(args[-1]), args)
+    a = RNG.standard_normal((4, 256)).astype(np.float32)
+    results = []
+    for source in (program.source, program.source.replace("barrier(CLK_LOCAL_MEM_FENCE);", "")):
+        b = np.full(4, np.nan, dtype=np.float32)
+        OpenCLKernel(replace(program, source=source), specs)(a, b)
+        results.append(np.allclose(b, a.sum(axis=1), rtol=1e-5, atol=1e-5))
+    assert results == [True, False]
 
 
 @pytest.mark.requires("pyopencl")

@@ -126,7 +126,7 @@ def fits(sketch: Sketch, ann: Annotation, target: Target) -> bool:
     and matching thread extents are checked when the program is lowered)."""
     limit = target.max_threads_per_block or 1
     for plan in sketch.plans:
-        if not block_threads(plan, ann) <= limit:
+        if block_threads(plan, ann) > limit:
             return False
         if plan.rule == "gpu_tile" and local_size(ann.tiles[plan.stage]) > MAX_LOCAL:
             return False
@@ -237,11 +237,10 @@ def _gpu_tile(s: Schedule, plan: StagePlan, ann: Annotation) -> Stage:
         *[lv[1] for lv in sp],
     )
     threads = block_threads(plan, ann)
+    vec = 4 if ann.vectorize.get(name) else 1
     for cache in caches:
         cache.compute_at(inner, rd[-1][0] if rd else inner.leaves[0])
-        fused = _fuse(cache, list(cache.leaves))
-        vec = 4 if ann.vectorize.get(name) else 1
-        rest, t = cache.split(fused, threads * vec)
+        _, t = cache.split(_fuse(cache, list(cache.leaves)), threads * vec)
         if vec > 1:
             t, v = cache.split(t, vec)
             cache.vectorize(v)
