@@ -77,6 +77,23 @@ def test_cross_thread_reductions_match_numpy(
 
 
 @pytest.mark.requires("pyopencl")
+def test_a_scalar_reduction_is_one_block() -> None:
+    A = asc.placeholder((300,), name="A")
+    k = asc.reduce_axis(300, name="k")
+    S = asc.compute((), lambda: asc.sum(A[k], axis=k), name="S")
+    s = asc.create_schedule(S)
+    ko, ki = s[S].split(k, factor=128)
+    s[S].reorder(ki, ko)
+    s[S].bind(ki, asc.thread_axis("threadIdx.x"))
+    (kernel,) = split_kernels(lower(s, [A, S], gpu=True), 1024, 48 << 10).kernels
+    assert (kernel.grid, kernel.block) == ((1, 1, 1), (128, 1, 1))
+    a = RNG.standard_normal(300).astype(np.float32)
+    out = np.full((), np.nan, dtype=np.float32)
+    asc.build(s, [A, S], target="opencl")(a, out)
+    np.testing.assert_allclose(out, a.sum(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.requires("pyopencl")
 def test_the_barriers_between_tree_steps_are_needed() -> None:
     """Without its barriers the tree reads slots that other work-items have not written yet."""
     args = _row_reduce(4, 256, "sum")

@@ -103,9 +103,12 @@ def lower_cross_thread(
         return IfThenElse(conjoin(conds), Store(target, index, BufLoad(red, _slot(v, n, others))))
 
     steps.append(_on_threads(tx, "store", final))
+    body_stmt = seq(steps)
+    if r0 == 0 and stage.attach == ("root",):  # a scalar result: one block, so one kernel
+        body_stmt = For(Var(f"{stage.name}.block"), 0, 1, "thread", body_stmt, "blockIdx.x")
     outer_extras = {p: x for p, x in extras.items() if p < r0}
     outer_preds = {p: c for p, c in placed.items() if p < r0}
-    return lw.build(leaves[:r0], seq(steps), outer_extras, outer_preds)
+    return lw.build(leaves[:r0], body_stmt, outer_extras, outer_preds)
 
 
 def _block_threads(lw: Lowerer, stage: Stage, outer: tuple[Leaf, ...], tx: Leaf) -> list[tuple[Var, int]]:

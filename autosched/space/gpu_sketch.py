@@ -263,9 +263,12 @@ def _cross_thread(stage: Stage, threads: int) -> Stage:
 
 
 def _gpu_simple(stage: Stage, threads: int) -> Stage:
-    """All spatial axes fused, split into blocks of ``threads`` threads (reductions serial inside)."""
+    """All spatial axes fused, split into blocks of ``threads`` threads (reductions serial inside;
+    a scalar stage stays unbound, and lowering says so)."""
     op = stage.op
     assert isinstance(op, ComputeOp)
+    if not op.axis:
+        return stage
     fused = _fuse(stage, [iv.name for iv in op.axis])
     bx, tx = stage.split(fused, threads)
     stage.bind(bx, thread_axis("blockIdx.x"))
