@@ -240,8 +240,8 @@ def _hoist(s: Stmt) -> Stmt:
         inner = s.then
         if isinstance(inner, (Barrier, Allocate)):
             return inner
-        if isinstance(inner, Seq):
-            return seq(_hoist(IfThenElse(s.cond, x)) for x in inner.stmts)
+        if isinstance(inner, Seq):  # declarations stay in the enclosing scope, unguarded
+            return seq(x if isinstance(x, Allocate) else _hoist(IfThenElse(s.cond, x)) for x in inner.stmts)
         if isinstance(inner, For):
             body = _hoist(IfThenElse(s.cond, inner.body))
             return replace(inner, body=body)
