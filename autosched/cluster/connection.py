@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..runner.errors import InfrastructureError
 from .base import ClusterUnavailable
 
 #: the resource a worker that builds declares
@@ -85,8 +86,19 @@ class DaskCluster:
         key = f"{prefix}-{self.client.id}-{next_id()}"
         return self.client.submit(func, *args, key=key, pure=False, retries=2, **where)
 
-    def completed(self, futures: Iterable[Any], able: Callable[[Workers], bool], what: str) -> Iterator[Any]:
-        """Each future of ``futures`` as it completes, with its result ready. When ``able`` says
+    def _gather(self, futures: list[Any], what: str) -> list[Any]:
+        """The values of completed futures; a task that failed on the cluster is an
+        :class:`~autosched.runner.errors.InfrastructureError`."""
+        try:
+            return list(self.client.gather(futures))
+        except Exception as e:
+            why = f"{type(e).__name__}: {e}"
+            raise InfrastructureError(f"a task to {what} failed on the Dask cluster: {why}") from None
+
+    def completed(
+        self, futures: Iterable[Any], able: Callable[[Workers], bool], what: str
+    ) -> Iterator[tuple[Any, Any]]:
+        """(future, value) of each future of ``futures`` as it completes. When ``able`` says
         no worker of the cluster can run them for ``worker_timeout`` seconds, the rest are
         cancelled and :class:`ClusterUnavailable` raised (``what``: which work, for the message)."""
         distributed = import_distributed()
@@ -98,9 +110,11 @@ class DaskCluster:
                     done, pending = distributed.wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
             except TimeoutError:
                 done = set()
-            yield from done
-            if not pending:
-                return
+            if done:  # one round trip for every result ready (progress: no need to ask about workers)
+                alone_since = None
+                done_list = list(done)
+                yield from zip(done_list, self._gather(done_list, what), strict=True)
+                continue
             if able(self.workers()):
                 alone_since = None
                 continue

@@ -19,21 +19,11 @@ from typing import Any
 from ..runner.build_worker import Compiled
 from ..runner.builder import Job, emit_sources, with_libraries
 from ..runner.compile import BuildError, default_cache_dir, shared_library_name
-from ..runner.errors import InfrastructureError
 from ..runner.local_runner import task_data
 from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 from ..target import Target
 from .connection import DaskCluster, build_placement, measure_placement
 from .work import Artifact, build_on_worker, hold, measure_on_worker, store
-
-
-def _result(future: Any, what: str) -> Any:
-    """A completed future's value; a task that failed on the cluster is an infrastructure error."""
-    try:
-        return future.result()
-    except Exception as e:
-        why = f"{type(e).__name__}: {e}"
-        raise InfrastructureError(f"a {what} task failed on the Dask cluster: {why}") from None
 
 
 class DaskBuilder(Closing):
@@ -62,8 +52,8 @@ class DaskBuilder(Closing):
             futures[self.cluster.submit(build_on_worker, source, target, self.timeout, code,
                                         prefix="asc-build", **where)] = i
         self.remote_builds += len(futures)
-        for future in self.cluster.completed(futures, able, "build"):
-            art: Artifact = _result(future, "build")
+        art: Artifact
+        for future, art in self.cluster.completed(futures, able, "build"):
             path = None
             if art.name is not None and art.blob is not None:
                 path = str(store(cache, art.name, art.blob))
@@ -129,8 +119,8 @@ class DaskRunner(Closing):
             args = (key, data, lib.name, lib.read_bytes(), build.func_name, build.arg_specs, self.option)
             futures[self.cluster.submit(measure_on_worker, *args, prefix="asc-measure", **where)] = j
         yield from failed
-        for future in self.cluster.completed(futures, able, f"measure {self.kind} programs"):
-            error_no, message, costs, seconds = _result(future, "measurement")
+        for future, value in self.cluster.completed(futures, able, f"measure {self.kind} programs"):
+            error_no, message, costs, seconds = value
             j = futures[future]
             all_cost = builds[j].time_cost + seconds
             yield j, MeasureResult(tuple(costs), MeasureErrorNo(error_no), message, all_cost, time.time())
