@@ -19,6 +19,7 @@ import pytest
 
 import autosched as asc
 from autosched.cluster import ClusterUnavailable, DaskExecutor
+from autosched.database.machine import fingerprint_for
 from autosched.records import is_remeasurement, load_records
 from autosched.runner.measure import MeasureOption
 from autosched.search.tune import TuneResult
@@ -94,6 +95,7 @@ def test_a_user_workload_tunes_on_the_cluster(lab: Lab, tmp_path: Path) -> None:
     result = asc.tune(task, trials=5, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
                       cluster=lab.client)
     assert (result.trials, result.valid_trials) == (5, 5), result.errors
+    assert {r.machine for r in load_records(log)} == {fingerprint_for(task.target)}  # asked of the workers
     best_matches_numpy(task, log)
 
 

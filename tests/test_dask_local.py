@@ -13,6 +13,7 @@ from autosched.cluster import ClusterUnavailable, DaskCluster, DaskExecutor
 from autosched.cluster.connection import build_placement, measure_placement
 from autosched.cluster.parts import DaskBuilder
 from autosched.cluster.work import build_on_worker
+from autosched.cluster.worker import WorkerPlan, plan
 from autosched.records import load_records
 from autosched.runner.compile import default_cache_dir
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
@@ -78,3 +79,15 @@ def test_bad_cluster_addresses_are_one_line_errors(capsys: pytest.CaptureFixture
     assert main(["tune", "matmul", "8", "8", "8", "--cluster", "$(id)", "--log", "x.jsonl"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("autosched: error: not a Dask scheduler address") and err.count("\n") == 1
+
+
+def test_worker_plans() -> None:
+    assert plan("local") == WorkerPlan({"measure-c": 1}, 1, {})
+    gpu = plan(gpu=1)
+    assert gpu.resources == {"measure-cuda": 1, "measure-opencl": 1} and gpu.nthreads == 1
+    assert gpu.env == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert plan(nthreads=3) == WorkerPlan({"build": 1}, 3, {})
+    with pytest.raises(ValueError, match="only 'local'"):
+        plan("board7")
+    with pytest.raises(ValueError, match="not both"):
+        plan("local", gpu=0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..backends.base import Backend
 from ..runner.measure import Builder, MeasureOption, Runner
+from ..target import Target
 
 
 class ClusterUnavailable(RuntimeError):
@@ -23,8 +24,8 @@ class Executor:
         """The builder of tuning runs for ``backend``'s targets."""
         return backend.builder(option)
 
-    def runner(self, backend: Backend, option: MeasureOption) -> Runner:
-        """The runner of tuning runs for ``backend``'s targets."""
+    def runner(self, backend: Backend, option: MeasureOption, target: Target | None = None) -> Runner:
+        """The runner of tuning runs for ``backend``'s targets (``target``: the one tuned for)."""
         return backend.runner(option)
 
     def close(self) -> None:

@@ -32,6 +32,12 @@ _ADDRESS = re.compile(r"((tcp|tls|ucx|ws|wss|inproc)://)?[A-Za-z0-9_.:\[\]%-]+(:
 Workers = dict[str, dict[str, float]]  # address -> resources
 
 
+def check_address(address: str) -> None:
+    """Refuse, in one line, a string that is no Dask scheduler address."""
+    if not _ADDRESS.fullmatch(address):
+        raise ValueError(f"not a Dask scheduler address: {address!r} (expected tcp://HOST:PORT)")
+
+
 def measure_resource(kind: str) -> str:
     """The worker resource of devices that measure programs of target kind ``kind``."""
     return f"measure-{kind}"
@@ -59,8 +65,7 @@ class DaskCluster:
         if isinstance(scheduler, distributed.Client):
             self.client, self.own = scheduler, False
         elif isinstance(scheduler, str):
-            if not _ADDRESS.fullmatch(scheduler):
-                raise ValueError(f"not a Dask scheduler address: {scheduler!r} (expected tcp://HOST:PORT)")
+            check_address(scheduler)
             try:
                 self.client = distributed.Client(scheduler, timeout=connect_timeout, set_as_default=False)
             except (OSError, TimeoutError) as e:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..runner.measure import Builder, MeasureOption, Runner
+from ..target import Target
 from .base import Executor
 from .connection import DaskCluster
 from .parts import DaskBuilder, DaskRunner
@@ -24,8 +25,9 @@ class DaskExecutor(Executor):
             return DaskBuilder(self.cluster, option.build_timeout)
         return backend.builder(option)
 
-    def runner(self, backend: Backend, option: MeasureOption) -> Runner:
-        return DaskRunner(self.cluster, option, backend.kind)
+    def runner(self, backend: Backend, option: MeasureOption, target: Target | None = None) -> Runner:
+        named = str(target) if target is not None else None
+        return DaskRunner(self.cluster, option, backend.kind, target=named)
 
     def close(self) -> None:
         self.cluster.close()

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..database.machine import fingerprint_for
 from ..runner.build_worker import Compiled
 from ..runner.builder import Job, emit_sources, with_libraries
 from ..runner.compile import BuildError, default_cache_dir, shared_library_name
@@ -77,9 +78,34 @@ class DaskRunner(Closing):
     workers, with ``option`` (its ``run_timeout`` applies on the worker) and inputs drawn with
     ``seed``."""
 
-    def __init__(self, cluster: DaskCluster, option: MeasureOption, kind: str = "c", seed: int = 0) -> None:
-        self.cluster, self.option, self.kind, self.seed = cluster, option, kind, seed
+    def __init__(
+        self, cluster: DaskCluster, option: MeasureOption, kind: str = "c", seed: int = 0,
+        target: str | None = None,
+    ) -> None:
+        self.cluster, self.option, self.kind, self.seed, self.target = cluster, option, kind, seed, target
         self._data: dict[str, tuple[str, Any]] = {}  # task -> (key, the cluster value of its data)
+        self._machine = ""
+
+    @property
+    def machine(self) -> str:
+        """The fingerprint of the machine the measuring workers are, for ``target`` ("" without a
+        target or while no measuring worker is there: records then name this machine). Measuring
+        workers on different machines are refused: one log's records name one machine."""
+        if self._machine or self.target is None:
+            return self._machine
+        workers = self.cluster.workers()
+        needs = measure_placement(workers, self.kind)[0].get("resources", {})
+        chosen = [a for a, r in workers.items() if all(k in r for k in needs)]
+        if not chosen:
+            return ""
+        prints = sorted(set(self.cluster.client.run(fingerprint_for, self.target, workers=chosen).values()))
+        if len(prints) > 1:
+            raise ValueError(
+                f"the measuring workers are {len(prints)} different machines ({', '.join(prints)}): "
+                "tune on a cluster of alike devices, or give each kind its own scheduler"
+            )
+        self._machine = prints[0]
+        return self._machine
 
     def close(self) -> None:
         """Drop the task data held on the cluster."""

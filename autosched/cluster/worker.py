@@ -12,7 +12,10 @@ import asyncio
 import os
 from dataclasses import dataclass
 
-from .connection import BUILD, import_distributed, measure_resource
+from .connection import BUILD, check_address, import_distributed, measure_resource
+
+#: seconds a worker tries to reach its scheduler before it gives up
+CONNECT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -45,14 +48,16 @@ def run_worker(
     scheduler: str, the_plan: WorkerPlan, host: str | None = None, name: str | None = None
 ) -> None:
     """Run a Dask worker (no nanny: killing this process removes the worker) until the scheduler
-    goes away or the process is stopped."""
+    goes away or the process is stopped; a scheduler not reached within ``CONNECT_TIMEOUT``
+    seconds is a ``TimeoutError``."""
+    check_address(scheduler)
     distributed = import_distributed()
     os.environ.update(the_plan.env)
 
     async def serve() -> None:
         async with distributed.Worker(
             scheduler, nthreads=the_plan.nthreads, resources=the_plan.resources, host=host, name=name,
-            dashboard=False,
+            dashboard=False, death_timeout=CONNECT_TIMEOUT,
         ) as worker:
             await worker.finished()
 

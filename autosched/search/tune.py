@@ -354,7 +354,7 @@ def tune(
     own_builder = builder is None
     own_runner = runner is None
     executor = executor_for(cluster)
-    the_runner = runner or executor.runner(backend, opt)
+    the_runner = runner or executor.runner(backend, opt, task.target)
     make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
     if builder is None and make_builder is not None:
         builder = make_builder(opt)
