@@ -139,3 +139,21 @@ def test_a_killed_worker_costs_no_trial_and_no_measuring_worker_stops_the_run(
     records = load_records(log)
     assert len(records) == 11 and len({r.program_key for r in records}) == 11
     best_matches_numpy(task, log)
+
+
+def test_a_network_tunes_on_the_cluster(lab: Lab, tmp_path: Path) -> None:
+    pytest.importorskip("onnx", reason="pip install onnx")
+    import graph_models as gm
+
+    graph = asc.from_onnx(gm.mlp(batch=2, dims=(8, 16, 4)))
+    log = tmp_path / "mlp.jsonl"
+    result = asc.tune_network(graph, trials=3, log=log, round_trials=1, tuner="random", option=FAST,
+                              cluster=lab.address)
+    assert [t["trials"] for t in result.tasks] == [1, 1, 1]
+    assert all(t["best_ms"] is not None for t in result.tasks), result.tasks
+    records = load_records(log)
+    assert len(records) == 3 and all(r.ok for r in records) and len({r.workload_key for r in records}) == 3
+    x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
+    net = asc.build_network(graph, log=log)
+    assert all(b.tuned for b in net.built)
+    np.testing.assert_allclose(net(x), asc.build_network(graph)(x), rtol=1e-4, atol=1e-6)
