@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cluster import Executor, executor_for
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
 from ..runner.measure import MeasureErrorNo, MeasureOption
@@ -85,12 +86,15 @@ def tune_network(
     option: MeasureOption | None = None,
     progress: bool = False,
     callback: Callable[[Round], None] | None = None,
+    cluster: Any = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
     in the working directory, the name made file-safe). ``round_trials`` (default:
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
-    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round."""
+    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
+    ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
+    connection for the whole run; see :func:`autosched.tune`)."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     tasks = network_tasks(graph, target)
@@ -109,7 +113,7 @@ def tune_network(
 
     def tune_round(i: int, n: int) -> tuple[int, float]:
         result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
-                      seed=seed + states[i].trials, option=option, remeasure=0)
+                      seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor)
         best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
         return result.trials, best
 
@@ -119,7 +123,12 @@ def tune_network(
         for show in shows:
             show(r)
 
-    sched.run(trials, tune_round, each_round)
+    executor = executor_for(cluster)
+    try:
+        sched.run(trials, tune_round, each_round)
+    finally:
+        if not isinstance(cluster, Executor):
+            executor.close()
     summary = [
         {"workload": str(t.workload), "weight": s.weight, "trials": s.trials,
          "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}
