@@ -33,8 +33,9 @@ def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     "make",
     [gm.conv_bn_relu_pool_dense, gm.residual_block, gm.mlp, gm.erf_gelu_mlp,
-     lambda: gm.resnet18(32, width=8, classes=10)],
-    ids=["conv-bn-relu-pool-dense", "residual-block", "mlp-gelu-softmax", "opset13-erf-gelu", "resnet18-32"],
+     lambda: gm.resnet18(32, width=8, classes=10), gm.arithmetic, gm.attention_like, gm.padded_convs],
+    ids=["conv-bn-relu-pool-dense", "residual-block", "mlp-gelu-softmax", "opset13-erf-gelu", "resnet18-32",
+         "mul-sub-div-broadcast", "layernorm-transpose-softmax-axis", "pad"],
 )
 def test_build_network_matches_onnxruntime(make: object) -> None:
     model = make()  # type: ignore[operator]
