@@ -3,7 +3,9 @@
 The task scheduler (:mod:`autosched.search.scheduler`) decides which task gets each round; a round
 is one :func:`autosched.tune` call that resumes the task from the shared log, so a network run
 that stops resumes the same way: run it again with the same log, and the trials already in the log
-count toward ``trials``.
+count toward ``trials``. The builder and runner (and with them their worker processes, or the
+cluster connection) are made once per run and handed to every round; they are closed when the run
+ends, fails or is interrupted.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends import backend_for
 from ..cluster import Executor, executor_for
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
-from ..runner.measure import MeasureErrorNo, MeasureOption
+from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, Runner
 from ..search.scheduler import Round, TaskScheduler, TaskState
 from ..search.tune import tune
 from ..task import Task
@@ -72,6 +76,23 @@ def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
     return show
 
 
+def _measurers(
+    task: Task, option: MeasureOption | None, executor: Executor, stack: ExitStack
+) -> tuple[Builder, Runner]:
+    """The builder and runner of every round (as :func:`autosched.tune` makes its own), each one
+    closed by ``stack``."""
+    opt = option or MeasureOption()
+    backend = backend_for(task.target)
+    runner = executor.runner(backend, opt, task.target)
+    make_builder = getattr(runner, "make_builder", None)  # a runner that needs its own builds
+    builder = make_builder(opt) if make_builder is not None else executor.builder(backend, opt)
+    for part in (runner, builder):
+        close = getattr(part, "close", None)
+        if close is not None:
+            stack.callback(close)
+    return builder, runner
+
+
 def tune_network(
     graph: Graph,
     trials: int = 1000,
@@ -110,25 +131,26 @@ def tune_network(
         states.append(state)
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
     sched = TaskScheduler(states, scheduler, size, seed=seed)
-
-    def tune_round(i: int, n: int) -> tuple[int, float]:
-        result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
-                      seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor)
-        best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
-        return result.trials, best
-
     shows = [f for f in (_print_round(tasks, trials) if progress else None, callback) if f is not None]
 
     def each_round(r: Round) -> None:
         for show in shows:
             show(r)
 
-    executor = executor_for(cluster)
-    try:
-        sched.run(trials, tune_round, each_round)
-    finally:
+    with ExitStack() as stack:  # closes the builder, the runner and the executor however the run ends
+        executor = executor_for(cluster)
         if not isinstance(cluster, Executor):
-            executor.close()
+            stack.callback(executor.close)
+        builder, runner = _measurers(tasks[0], option, executor, stack)
+
+        def tune_round(i: int, n: int) -> tuple[int, float]:
+            result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
+                          seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor,
+                          builder=builder, runner=runner)
+            best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
+            return result.trials, best
+
+        sched.run(trials, tune_round, each_round)
     summary = [
         {"workload": str(t.workload), "weight": s.weight, "trials": s.trials,
          "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}
