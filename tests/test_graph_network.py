@@ -116,6 +116,11 @@ def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
     progress = capsys.readouterr().err
     assert "[6/6] task 2 softmax(2,4,'float32'): 2 trials; estimated latency" in progress
     keys = {r.workload_key for r in load_records(log)}
+    # each task's first trial is its untuned default schedule
+    firsts = {}
+    for r in load_records(log):
+        firsts.setdefault(r.workload_key, r)
+    assert all((r.program or {}).get("space") == "default" for r in firsts.values()) and len(firsts) == 3
     net = asc.build_network(graph, log=log)
     assert len(keys) == 3 and all(b.task.workload.key in keys and b.tuned for b in net.built)
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)

@@ -54,6 +54,7 @@ from ..runner.measure import (
     Runner,
 )
 from ..task import Task
+from .baseline import measure_default as _measure_default
 from .final import Final, remeasure_top
 from .learning import CostModel, Learner, model_name, sidecar_path
 from .progress import ProgressBar, QualityLog, TuneStats
@@ -304,6 +305,7 @@ def tune(
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
     cluster: Any = None,
+    measure_default: bool = False,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
@@ -325,6 +327,8 @@ def tune(
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
     ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
     or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
+    ``measure_default``: a run whose log has no record of the task measures the task's untuned
+    default schedule first (one trial; :mod:`autosched.search.baseline`).
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -370,6 +374,8 @@ def tune(
         hooks.append(ProgressBar(trials, stats))
     final = Final(None, float("inf"), 0, {})
     try:
+        if measure_default and not history and trials > 0:
+            the_tuner.load_history(_measure_default(task, measurer, measurer.compiler, measurer.machine))
         the_tuner.tune(
             trials,
             measurer,
