@@ -71,7 +71,7 @@ def test_the_tiled_conv2d_stages_input_and_filter_in_shared_memory() -> None:
     assert "__local float pad_shared[" in source and "__local float kernel_shared[" in source
     assert source.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
     with pytest.raises(ValueError, match="exceed the target's limit of 256"):
-        conv2d_gpu(tensors, "opencl", threads=(8, 8, 8))
+        conv2d_gpu(tensors, "opencl -max-threads-per-block=256", threads=(8, 8, 8))
 
 
 @pytest.mark.requires("nvrtc")
