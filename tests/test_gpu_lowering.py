@@ -60,7 +60,7 @@ def test_matmul_gets_shared_tiles_and_a_barrier_on_each_side_of_the_reads() -> N
     assert order[0].startswith("A_shared") and order[-3:] == [
         "barrier(CLK_LOCAL_MEM_FENCE)", "* B_shared[", "barrier(CLK_LOCAL_MEM_FENCE)"]
     cuda = asc.emit(s, args, target="cuda")
-    assert cuda.count("__syncthreads();") == 2 and "__shared__ float A_shared[256];" in cuda
+    assert cuda.count("__syncthreads();") == 2 and "__shared__ __align__(16) float A_shared[256];" in cuda
 
 
 def _error(s: asc.Schedule, args: list[asc.Tensor], target: str) -> str:
