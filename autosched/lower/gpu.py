@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from ..dtypes import dtype as dtype_info
 from ..expr import Expr, Var, walk
 from ..schedule import ScheduleError
+from . import ir
 from .ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from .simplify import conjoin, conjuncts
 
@@ -45,6 +46,11 @@ class GpuKernel:
         """Threads per block."""
         return self.block[0] * self.block[1] * self.block[2]
 
+    def __str__(self) -> str:
+        shared = "".join(f" shared {b.name}: {b.dtype}[{b.size}]" for b in self.shared)
+        head = f"kernel {self.name} grid={self.grid} block={self.block}{shared} {{"
+        return "\n".join([head, *("  " + ln for ln in ir.format_stmt(self.body)), "}"])
+
 
 @dataclass(frozen=True, slots=True)
 class GpuFunc:
@@ -60,6 +66,11 @@ class GpuFunc:
     def params(self) -> tuple[Buffer, ...]:
         """The buffers every kernel takes, in order."""
         return self.args + self.temps
+
+    def __str__(self) -> str:
+        sig = ", ".join(f"{b.name}: {b.dtype}{ir.shape_str(b.shape)}" for b in self.params)
+        kernels = [ln for k in self.kernels for ln in str(k).split("\n")]
+        return "\n".join([f"gpu func {self.name}({sig}) {{", *("  " + ln for ln in kernels), "}"])
 
 
 def split_kernels(func: PrimFunc, max_threads: int, shared_bytes: int) -> GpuFunc:
