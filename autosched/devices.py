@@ -77,10 +77,15 @@ def opencl_device(device_type: str | None = None, platform: str | None = None) -
     raise DeviceNotFound(f"no OpenCL device matches {asked or 'the target'}; devices here: {there}")
 
 
-@functools.cache
 def opencl_limits(device_type: str | None = None, platform: str | None = None) -> dict[str, int]:
     """Target fields read from the selected OpenCL device: work-group size, local memory, compute
-    units (and NVIDIA's warp size where the driver reports it)."""
+    units (and NVIDIA's warp size where the driver reports it); asked once per selection."""
+    want = platform if platform is not None else os.environ.get("AUTOSCHED_OPENCL_PLATFORM", "")
+    return _opencl_limits(device_type, want)
+
+
+@functools.cache
+def _opencl_limits(device_type: str | None, platform: str) -> dict[str, int]:
     d = opencl_device(device_type, platform)
     limits = {
         "max_threads_per_block": int(d.max_work_group_size),

@@ -100,13 +100,3 @@ def test_gpu_template_points_run_and_match_the_reference(name: str, args: tuple)
     for index in random.Random(0).sample(range(len(space)), min(2, len(space))):
         s = instantiate(task.workload, "opencl", index)
         _check(task, asc.build(s, task.workload.tensors(), target="opencl"), seed=index)
-
-
-@pytest.mark.requires("pyopencl")
-def test_tuning_conv2d_with_the_gpu_template(tmp_path: Path) -> None:
-    task = asc.Task("conv2d_nchw", (1, 16, 14, 14, 16, 3, 3, 1, 1), target="opencl")
-    option = asc.MeasureOption(number=1, repeat=1, min_repeat_ms=0.0)
-    result = asc.tune(task, trials=2, space="template", tuner="random", log=tmp_path / "c.jsonl",
-                      option=option, remeasure=0, seed=1)
-    assert result.valid_trials >= 1 and result.best_gflops is not None and result.best_gflops > 0
-    _check(task, asc.load_best(tmp_path / "c.jsonl", task))
