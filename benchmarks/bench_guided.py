@@ -11,11 +11,13 @@ conv2d.
 
 Also reported: the search overhead (wall time outside compile and run: sampling, lowering,
 features, model fits and predictions, logging) and, with ``--transfer``, conv2d (128,28,28,128)
-tuned by ``evolutionary`` starting from a model fitted on the other cases' logs.
+tuned by ``evolutionary`` starting from a model fitted on the other cases' logs; with
+``--dataset DIR``, every case also tuned by ``evolutionary`` with the logs of DIR (other
+workloads, made by ``make_dataset.py``) as transfer logs.
 
     python benchmarks/bench_guided.py [--cases matmul512,conv64] [--tuners evolutionary,random,ga]
         [--seeds 0,1,2] [--checkpoints 64,256] [--long-tuners evolutionary,random] [--transfer]
-        [--rounds 5] [--log-dir DIR] [--results-name NAME]
+        [--dataset DIR] [--rounds 5] [--log-dir DIR] [--results-name NAME]
 
 Logs stay in ``--log-dir`` (default benchmarks/results/logs/guided/): a stopped run resumes.
 """
@@ -138,14 +140,17 @@ def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
     print(f"\n{task}", flush=True)
     runs: list[dict[str, Any]] = []
     plans = [(t, s, opts.checkpoints if t in opts.long_tuners else opts.checkpoints[:1], [])
-             for t in opts.tuners for s in opts.seeds]
+             for t in opts.tuners for s in opts.seeds]  # (tuner tag, seed, checkpoints, transfer logs)
     if opts.transfer and label == "conv128":
         others = [log for case in ("conv64", "conv256")
                   for log in sorted(opts.log_dir.glob(f"{case}_evolutionary_s*.jsonl"))
                   if not log.name.endswith(".model.jsonl")]  # not the model-quality sidecars
-        plans += [("evolutionary", s, opts.checkpoints[:1], others) for s in opts.seeds]
-    for tuner, seed, checkpoints, transfer in plans:
-        tag = f"{tuner}{'+transfer' if transfer else ''}"
+        plans += [("evolutionary+transfer", s, opts.checkpoints[:1], others) for s in opts.seeds]
+    if opts.dataset:
+        dataset = sorted(p for p in opts.dataset.glob("*.jsonl") if not p.name.endswith(".model.jsonl"))
+        plans += [("evolutionary+dataset", s, opts.checkpoints[:1], dataset) for s in opts.seeds]
+    for tag, seed, checkpoints, transfer in plans:
+        tuner = tag.split("+")[0]
         log = opts.log_dir / f"{label}_{tag}_s{seed}.jsonl"
         for point in tune_run(task, log, tuner, seed, checkpoints, transfer):
             runs.append({"tuner": tag, "seed": seed, "log": str(log), **point})
@@ -197,6 +202,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--checkpoints", default="64,256")
     parser.add_argument("--transfer", action="store_true", help="conv128 from the other convs' logs too")
+    parser.add_argument("--dataset", type=Path, help="every case also with these logs as transfer logs")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--log-dir", type=Path, default=LOGS)
     parser.add_argument("--results-name", default="guided")

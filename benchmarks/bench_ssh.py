@@ -1,5 +1,6 @@
-"""Remote measurement over SSH: per-trial overhead of the board path over the local one, plain SSH
-vs a shared connection, and throughput with 1 vs 2 stand-in boards.
+"""Remote measurement over SSH: per-trial overhead of the board path over the local one (plain SSH,
+a shared connection, batched uploads), and throughput with 1 vs 2 stand-in boards, unbatched vs
+batched.
 
 The boards are real sshd servers on 127.0.0.1 (tests/sshd_board.py) whose logins run aarch64
 binaries through qemu-aarch64, as in the tests. The same candidate executable (matmul, cross-built
@@ -7,13 +8,16 @@ with aarch64-linux-gnu-gcc, static) is timed three ways, interleaved:
 
 - local: ``qemu-aarch64 ./cand ...`` run here in a subprocess (its outputs read back here);
 - remote, shared: ``BoardSession.measure`` over a ControlMaster connection (one round trip);
-- remote, plain: the same with connection sharing off (a full SSH handshake per trial).
+- remote, plain: the same with connection sharing off (a full SSH handshake per trial);
+- remote, batched: ``BoardSession.measure_batch`` of ``--upload`` copies over the shared
+  connection (one transfer and one round trip for them all), its time divided by their number.
 
-Overhead = median(remote) - median(local). Throughput: ``BoardPool.run`` over a batch of distinct
-pre-built candidates with one board, then two (trials/min; 2 cores here, so two qemu boards
-compete for them as two real boards would not). Appends to results/ssh.json.
+Overhead = median(remote) - median(local). Throughput: ``BoardPool.run`` over ``--batch`` distinct
+pre-built candidates with one board, then two, each with uploads of one candidate (``batch=1``)
+and of up to ``--upload`` (trials/min; 2 cores here, so two qemu boards compete for them as two
+real boards would not). Appends to results/ssh.json.
 
-    python benchmarks/bench_ssh.py [--trials 30] [--size 64] [--batch 16]
+    python benchmarks/bench_ssh.py [--trials 30] [--size 64] [--batch 16] [--upload 8]
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--upload", type=int, default=8, help="candidates per transfer in the batched mode")
     args = ap.parse_args()
     option = MeasureOption(repeat=3, min_repeat_ms=5.0, run_timeout=60.0)
     task = asc.Task("matmul", (args.size,) * 3, target=TARGET)
@@ -84,7 +89,7 @@ def main() -> None:
         for s in (shared, plain):
             s.start()
             s.measure(inp, build, data, option)  # uploads the inputs, warms up
-        times: dict[str, list[float]] = {"local": [], "shared": [], "plain": []}
+        times: dict[str, list[float]] = {"local": [], "shared": [], "plain": [], "batched": []}
         for _ in range(args.trials):  # interleaved
             times["local"].append(local_trial(build.lib_path.removesuffix(".gz"), data_dir, root, option))
             for name, s in (("shared", shared), ("plain", plain)):
@@ -92,10 +97,14 @@ def main() -> None:
                 error_no, msg, _ = s.measure(inp, build, data, option)
                 times[name].append(time.perf_counter() - t0)
                 assert error_no == 0, msg
+            t0 = time.perf_counter()
+            outcomes = shared.measure_batch([(inp, build)] * args.upload, data, option)
+            times["batched"].append((time.perf_counter() - t0) / args.upload)
+            assert all(o[0] == 0 for o in outcomes), outcomes
         shared.close()
         plain.close()
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-        rows = [[k, med[k], med[k] - med["local"]] for k in ("local", "shared", "plain")]
+        rows = [[k, med[k], med[k] - med["local"]] for k in ("local", "shared", "plain", "batched")]
         load = os.getloadavg()[0]
         print(f"per trial, {task.workload} under qemu-aarch64, median of {args.trials} (ms), load {load:.1f}")
         print_table(["path", "ms/trial", "overhead ms"], rows)
@@ -103,19 +112,24 @@ def main() -> None:
         space, rng = make_space(task, "sketch"), random.Random(1)
         cands = [MeasureInput(task, space.sample(rng).steps) for _ in range(args.batch)]
         builds = builder.build(cands)
-        rate = {}
-        for names in (("board1",), ("board1", "board2")):
-            boards = [Board(n, workdir=lab.workdir("tp" + n), launcher=QEMU) for n in names]
-            with BoardPool(boards, option, ssh_config=config) as pool:
-                pool.run(cands[:2], builds[:2])  # connect, upload inputs
-                t0 = time.perf_counter()
-                results = pool.run(cands, builds)
-                rate[len(names)] = len(results) / (time.perf_counter() - t0) * 60
-        print_table(["boards", "trials/min"], [[n, r] for n, r in rate.items()])
+        rate: dict[str, float] = {}
+        for upload in (1, args.upload):
+            for names in (("board1",), ("board1", "board2")):
+                boards = [Board(n, workdir=lab.workdir("tp" + n), launcher=QEMU) for n in names]
+                with BoardPool(boards, option, ssh_config=config, batch=upload) as pool:
+                    pool.run(cands[:2], builds[:2])  # connect, upload inputs
+                    t0 = time.perf_counter()
+                    results = pool.run(cands, builds)
+                    per_min = len(results) / (time.perf_counter() - t0) * 60
+                    rate[f"{len(names)} boards, upload {upload}"] = per_min
+        print_table(["pool", "trials/min"], [[k, r] for k, r in rate.items()])
+        load_after = os.getloadavg()[0]
+        print(f"load {load_after:.1f} at the end")
         write_results("ssh", {
             "workload": str(task.workload), "trials": args.trials, "ms_per_trial": med,
-            "overhead_ms": {k: med[k] - med["local"] for k in ("shared", "plain")},
-            "throughput_trials_per_min": rate, "batch": args.batch, "load_before": load,
+            "overhead_ms": {k: med[k] - med["local"] for k in ("shared", "plain", "batched")},
+            "throughput_trials_per_min": rate, "batch": args.batch, "upload": args.upload,
+            "load_before": load, "load_after": load_after,
         })  # fmt: skip
     finally:
         lab.close()

@@ -497,7 +497,7 @@ def _compiler_scratch(path: str) -> bool:
     made for one compile and removed after it: gcc's ``.s`` files between its stages)."""
     real = Path(os.path.realpath(path))
     tmp = Path(os.path.realpath(tempfile.gettempdir()))
-    return any(parent.parent == tmp and parent.name.startswith("autosched-cc-") for parent in (real, *real.parents))
+    return any(p.parent == tmp and p.name.startswith("autosched-cc-") for p in (real, *real.parents))
 
 
 class _NoMeasuring:
@@ -659,7 +659,8 @@ def test_fuzz_mutated_records(data: st.DataObject) -> None:
                 # the resumed run may append to its own log (and lock it), the compiler use its private
                 # TMPDIR; nothing else
                 own_log = os.path.realpath(path) == str(log.resolve())
-                allowed = own_log or _compiler_scratch(path) or _inside(path, [out.resolve(), cache.resolve()])
+                roots = [out.resolve(), cache.resolve()]
+                allowed = own_log or _compiler_scratch(path) or _inside(path, roots)
                 assert "__pycache__" in path or allowed, (
                     f"{event} wrote {path} outside the output directory"
                 )

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import autosched as asc
+from autosched.database.apply import this_machine
 from autosched.database.machine import fingerprint_for
 from autosched.records import NoRecordError, Record, append_records, load_records
 
@@ -69,3 +70,16 @@ def test_a_malformed_machine_field_skips_the_record(tmp_path: Path, tuned: list[
     path.write_text(json.dumps(line) + "\n" + tuned[1].to_line())
     with pytest.warns(asc.AutoschedWarning, match="machine must be a fingerprint"):
         assert len(load_records(path)) == 1
+
+
+def test_a_cross_targets_records_come_from_the_boards_that_measured_them(tuned: list[Record]) -> None:
+    cross = asc.Task("relu", (16, 16), target="c -cc=aarch64-linux-gnu-gcc -num-threads=1")
+    boards = ("aarch64-aaaaaaaaaaaa", "aarch64-bbbbbbbbbbbb")
+    target = str(cross.target)
+    logged = [dataclasses.replace(r, target=target, machine=boards[i % 2]) for i, r in enumerate(tuned)]
+    with pytest.warns(asc.AutoschedWarning, match="measured on 2 machines .*pass machine= to choose one"):
+        assert this_machine(logged, cross) == logged  # the target names the hardware: every board's
+    with pytest.warns(asc.AutoschedWarning, match="asked for aarch64-aaaaaaaaaaaa"):
+        assert this_machine(logged, cross, boards[0]) == logged[::2]
+    with pytest.raises(ValueError, match="machine must be a fingerprint"):
+        this_machine(logged, cross, "rpi4; rm -rf /")

@@ -12,14 +12,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sshd_board import SshLab, processes_in
 
 import autosched as asc
 from autosched.cli import main
+from autosched.database.apply import this_machine
+from autosched.database.machine import fingerprint_for
 from autosched.hardware import host_arch
-from autosched.records import is_remeasurement, load_records
+from autosched.records import NoRecordError, is_remeasurement, load_records
 from autosched.runner.errors import InfrastructureError
+from autosched.runner.load import LoadError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
 from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
@@ -72,6 +76,35 @@ def test_tune_a_builtin_for_aarch64_on_a_board_then_export(lab: SshLab, tmp_path
     run = subprocess.run(["make", "-s", "-C", str(out), "run", *cross, "CPPFLAGS=-DMIN_REPEAT_MS=1"],
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and "check: OK" in run.stdout, run.stdout + run.stderr
+    assert this_machine(log, task) == records  # load_best takes the board's records of its target...
+    with pytest.raises(LoadError, match="run it on its board"):  # ...but cannot load aarch64 code here
+        asc.load_best(log, task)
+
+
+@pytest.mark.requires("gcc")
+def test_load_best_uses_a_boards_records_when_asked_for_its_machine(lab: SshLab, tmp_path: Path) -> None:
+    task = asc.Task("matmul", (12, 10, 8), target="c -num-threads=1")
+    board = Board("board1", workdir=lab.workdir("native"))  # runs this host's binaries: no launcher
+    log = tmp_path / "x86.jsonl"
+    with BoardPool([board], FAST, ssh_config=str(lab.ssh_config)) as runner:
+        result = asc.tune(task, trials=2, log=log, tuner="random", seed=3, runner=runner, remeasure=0)
+        machine = runner.machine
+    assert result.valid_trials == 2 and machine != fingerprint_for(task.target)  # the board's fingerprint
+    skipped = pytest.warns(asc.AutoschedWarning, match="measured on another machine")
+    with skipped, pytest.raises(NoRecordError) as no:
+        asc.load_best(log, task)  # this machine's records, by default: there are none
+    assert str(no.value).count("\n") == 0 and f"pass machine='{machine}'" in str(no.value)
+    kernel = asc.load_best(log, task, machine=machine)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((12, 8), np.float32), rng.standard_normal((8, 10), np.float32)
+    c = np.zeros((12, 10), np.float32)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-5)
+    other = "x86_64-000000000000"
+    with pytest.warns(asc.AutoschedWarning), pytest.raises(NoRecordError, match=f"on machine {other} in"):
+        asc.load_best(log, task, machine=other)
+    with pytest.raises(ValueError, match="machine must be a fingerprint"):
+        asc.load_best(log, task, machine="$(reboot)")
 
 
 def test_user_workload_hostile_names_and_paths(lab: SshLab, tmp_path: Path) -> None:
@@ -99,7 +132,8 @@ def test_user_workload_hostile_names_and_paths(lab: SshLab, tmp_path: Path) -> N
 def _hand_built(tmp_path: Path, body: str) -> str:
     """A static aarch64 executable whose main is ``body`` (a candidate that misbehaves)."""
     src = tmp_path / "bad.c"
-    src.write_text(f"#include <signal.h>\n#include <stdlib.h>\nint main(void) {{ {body} return 0; }}\n")
+    head = "#include <signal.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+    src.write_text(f"{head}int main(void) {{ {body} return 0; }}\n")
     exe = tmp_path / f"bad{abs(hash(body))}"
     subprocess.run(["aarch64-linux-gnu-gcc", "-static", "-O1", "-o", str(exe), str(src)], check=True)
     return str(gzipped(exe))  # as RemoteBuilder hands them over
@@ -123,18 +157,74 @@ def test_segfault_and_hang_cost_one_trial_and_the_board_stays_usable(lab: SshLab
     assert runner.board_failures == 0 and leftovers == []  # the hanging process was killed
 
 
+def test_a_batch_is_one_round_trip_and_a_bad_candidate_costs_only_itself(
+    lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm, relu = (asc.Task("matmul", (8, 8, 8), target=TARGET), asc.Task("relu", (4, 6), target=TARGET))
+    crash = _hand_built(tmp_path, "raise(SIGSEGV);")
+    # exits 0 with timings but writes no output, and prints what looks like the answer's framing
+    fake = r'fputs("asc-rc 0\nasc-data\n", stderr); puts("{\"number\": 1, \"costs\": [1e-3]}");'
+    liar = _hand_built(tmp_path, fake)
+    specs = tuple(mm.arg_specs())
+    with pool(lab, "board1", batch=8) as runner:
+        session = runner._health[0].session
+        round_trips: list[int] = []  # bytes sent up, per ssh command
+        real_run = session.conn.run
+
+        def counted(script: str, stdin: bytes = b"", timeout: float = 60.0) -> object:
+            round_trips.append(len(stdin))
+            return real_run(script, stdin, timeout)
+
+        monkeypatch.setattr(session.conn, "run", counted)
+        inputs = [MeasureInput(mm, ()), MeasureInput(relu, ()), MeasureInput(mm, ()), MeasureInput(mm, ())]
+        good_mm, good_relu = runner.make_builder(FAST).build(inputs[:2])
+        bad = [BuildResult(crash, mm.func_name, specs), BuildResult(liar, mm.func_name, specs)]
+        builds = [good_mm, good_relu, *bad]
+        first = runner.run(inputs, builds)
+        assert len(round_trips) == 5  # start, matmul's two inputs, relu's input, the batch
+        again = runner.run(inputs[:2] * 2, [good_mm, good_relu] * 2)
+        assert len(round_trips) == 6  # the inputs are on the board already: the batch only
+        sizes = sum(Path(b.lib_path or "").stat().st_size for b in builds[:2])
+        assert round_trips[-1] >= 2 * sizes  # the four executables went up in that one command
+        batch_dir = Path(session.run_dir) / "batch"
+        assert not batch_dir.exists()  # removed after the batch
+    ok, fault = MeasureErrorNo.NO_ERROR, MeasureErrorNo.RUNTIME_ERROR
+    assert [r.error_no for r in first] == [ok, ok, fault, fault], [r.error_msg for r in first]
+    assert "SIGSEGV" in first[2].error_msg and "missing or short" in first[3].error_msg
+    assert all(r.error_no == MeasureErrorNo.NO_ERROR and min(r.costs) > 0 for r in again)
+    assert runner.board_failures == 0
+
+
+def test_a_free_board_takes_its_share_of_the_queue() -> None:
+    runner = BoardPool(["a", "b"], batch=4)
+    assert [runner._share(n) for n in (1, 3, 6, 20)] == [1, 2, 3, 4]
+    runner._health[1].down = True  # one board up: it takes up to a whole batch
+    assert [runner._share(n) for n in (3, 20)] == [3, 4]
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        BoardPool(["a"], batch=0)
+
+
 def test_sshd_killed_mid_run_and_restarted(lab: SshLab, tmp_path: Path) -> None:
     server = lab.servers["board1"]
     task = asc.Task("matmul", (16, 12, 8), target=TARGET)
     log = tmp_path / "drop.jsonl"
-    restarted = threading.Event()
-
-    def drop_after_first_batch(tuner: object, cands: object, results: object) -> None:
-        if not restarted.is_set():
-            server.kill()  # the board drops off: sshd and its connections die
-            threading.Timer(3.0, lambda: (server.start(), restarted.set())).start()
+    dropped, restarted = threading.Event(), threading.Event()
 
     with pool(lab, "board1", probe_every=1.0) as runner:
+
+        def back_once_the_drop_is_seen() -> None:  # (a fixed delay may end before the next batch is built)
+            deadline = time.monotonic() + 60.0
+            while runner.board_failures == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            server.start()
+            restarted.set()
+
+        def drop_after_first_batch(tuner: object, cands: object, results: object) -> None:
+            if not dropped.is_set():
+                dropped.set()
+                server.kill()  # the board drops off: sshd and its connections die
+                threading.Thread(target=back_once_the_drop_is_seen, daemon=True).start()
+
         result = asc.tune(task, trials=8, log=log, tuner="random", seed=5, runner=runner,
                           batch_size=4, remeasure=0, callbacks=[drop_after_first_batch])  # fmt: skip
         failures = runner.board_failures

@@ -30,12 +30,13 @@ from .. import records
 from ..backends.base import Built
 from ..diagnostics import AutoschedWarning, warn
 from ..ops.schedules import default_schedule
+from ..records.check import check_machine
 from ..records.io import RecordError
 from ..runner.compile import CompileError
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import Task
-from .machine import fingerprint_for
+from .machine import describe, fingerprint_for
 from .store import Database, workload_targets
 
 __all__ = ["ApplyBest", "Found", "NotTunedWarning", "apply_best", "compile", "find_best", "load_best"]
@@ -139,21 +140,42 @@ class Found:
     notes: tuple[str, ...] = ()
 
 
-def this_machine(log: str | os.PathLike[str] | Iterable[records.Record], task: Task) -> list[records.Record]:
-    """The records of ``task`` in ``log`` that were measured on this machine (or say nothing of
-    theirs, as older logs do); one warning when others are left out."""
+def this_machine(
+    log: str | os.PathLike[str] | Iterable[records.Record], task: Task, machine: str | None = None
+) -> list[records.Record]:
+    """The records of ``task`` in ``log`` measured on the machine asked for (or that say nothing of
+    theirs, as older logs do); one warning when others are left out.
+
+    ``machine`` is a fingerprint (a board's: ``BoardPool.machine``, or as a log's records carry
+    it). By default: this host for a target it runs natively; for a target that names other
+    hardware (a cross compiler's boards, a GPU) every machine that measured that exact target
+    string, as ``autosched best`` / ``export`` and the tuning database take them (one warning
+    when there are several).
+    """
+    if machine is not None:
+        check_machine(machine)
     if isinstance(log, (str, os.PathLike)):
         mine = records.load_records(log, workload_key=task.workload.key, target=str(task.target))
     else:
         mine = [r for r in log if (r.workload_key, r.target) == (task.workload.key, str(task.target))]
-    here = fingerprint_for(task.target)
-    kept = [r for r in mine if r.machine in ("", here)]
-    foreign = sorted({r.machine for r in mine} - {"", here})
+    where = log if isinstance(log, (str, os.PathLike)) else "the given records"
+    measured = sorted({r.machine for r in mine} - {""})
+    if machine is None and describe(task.target)["kind"] != "host":
+        if len(measured) > 1:
+            warn(
+                f"{where}: the records of {task.workload} on {task.target} were measured on "
+                f"{len(measured)} machines ({', '.join(measured)}); the fastest of all is used: "
+                "pass machine= to choose one"
+            )
+        return mine
+    wanted = machine or fingerprint_for(task.target)
+    kept = [r for r in mine if r.machine in ("", wanted)]
+    foreign = [fp for fp in measured if fp != wanted]
     if foreign:
-        where = log if isinstance(log, (str, os.PathLike)) else "the given records"
+        which = f"this one is {wanted}" if machine is None else f"asked for {wanted}"
         warn(
             f"{where}: {len(mine) - len(kept)} records of {task.workload} were measured on another "
-            f"machine ({', '.join(foreign)}; this one is {here}) and are not used here"
+            f"machine ({', '.join(foreign)}; {which}) and are not used here"
         )
     return kept
 
@@ -248,6 +270,15 @@ def _build(task: Task, steps: tuple[Step, ...] | list[Step]) -> Built:
     return task.build(steps)
 
 
+def _not_measured_on(task: Task, log: object, machine: str | None, fastest: str) -> str:
+    """Why ``log`` has no valid record of ``task`` for ``machine`` (None: this one) although its
+    fastest valid record was measured on ``fastest``."""
+    asked = "this machine" if machine is None else f"machine {machine}"
+    where = log if isinstance(log, (str, os.PathLike)) else "the given records"
+    text = f"no valid record for {task} measured on {asked} in {where}"
+    return f"{text}; the fastest was measured on {fastest}: pass machine={fastest!r} to use that machine's"
+
+
 def compile(  # noqa: A001 (asc.compile, like triton.compile / tvm.compile)
     task: Task, *, log: LogLike | None = None, db: DbLike = None
 ) -> Built:
@@ -278,14 +309,18 @@ def load_best(
     log: LogLike | Task | None = None,
     task: Task | None = None,
     *,
+    machine: str | None = None,
     cache_dir: Path | None = None,
     db: Database | str | os.PathLike[str] | None = None,
 ) -> Built:
-    """The best program of a task, built and loaded: ``load_best(log, task)`` from a log (exactly
-    :func:`autosched.records.load_best`), ``load_best(task)`` from the tuning database ``db``
-    (default: the default database), this machine's records only.
+    """The best program of a task, built and loaded: ``load_best(log, task)`` from a log (as
+    :func:`autosched.records.load_best`, of the records :func:`this_machine` keeps: this host's for
+    a native target, those of the target's boards for a cross target, or those of ``machine``, a
+    fingerprint, e.g. an x86 board's ``BoardPool.machine``), ``load_best(task)`` from the tuning
+    database ``db`` (default: the default database), its machine's records only.
 
-    Raises :class:`~autosched.records.NoRecordError` when there is no valid record.
+    Raises :class:`~autosched.records.NoRecordError` when there is no valid record (one line
+    naming the machines that measured the task when none is the one asked for).
     """
     if isinstance(log, Task) and task is None:
         log, task = None, log
@@ -296,11 +331,13 @@ def load_best(
             raise TypeError("load_best(log, task): the first argument is a log, got a Task")
         if not isinstance(log, (str, os.PathLike)):
             log = list(log)
-        kept = this_machine(log, task)
+        kept = this_machine(log, task, machine)
         if not any(r.ok for r in kept):
-            records.best_record(log, task, check=None)  # no record at all: raises, saying what the log has
-            raise records.NoRecordError(f"no valid record for {task} measured on this machine in {log}")
+            found = records.best_record(log, task, check=None)  # none at all: raises, saying what the log has
+            raise records.NoRecordError(_not_measured_on(task, log, machine, found.machine))
         return records.load_best(kept, task, cache_dir=cache_dir)
+    if machine is not None:
+        raise TypeError("machine= chooses among a log's records: load_best(log, task, machine=FP)")
     database = log if isinstance(log, Database) else Database.resolve(db)
     record = database.best(task)
     if record is None:

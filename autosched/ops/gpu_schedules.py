@@ -4,9 +4,9 @@
 threads fetch cooperatively into shared memory, one slice of K at a time, each thread
 accumulating a small register tile; ``batch_matmul_gpu`` adds the batch on ``blockIdx.z`` and
 ``dense_gpu`` lays the same tiles on the bias + ReLU epilogue. ``elementwise_gpu`` fuses all axes
-and splits them over blocks and threads; ``softmax_gpu`` reduces one row per thread (no
-cross-thread reduction yet). Convolutions and pooling are in :mod:`~autosched.ops.gpu_conv`. All
-respect the target's thread limit.
+and splits them over blocks and threads; ``softmax_gpu`` reduces each row across the threads of a
+block. Convolutions and pooling are in :mod:`~autosched.ops.gpu_conv`. All respect the target's
+thread limit.
 """
 
 from __future__ import annotations
@@ -136,20 +136,23 @@ def cooperative_fetch(s: Schedule, cache: Tensor, threads: tuple[int, ...]) -> N
 
 
 def softmax_gpu(tensors: list[Tensor], target: Target | str = "opencl", threads: int = 64) -> Schedule:
-    """softmax as three kernels: the row maximum and the row sum of exponentials each with one row
-    per thread (a serial reduction), then every output element on its own thread; the
-    exponentials are inlined into both of their readers."""
+    """softmax as three kernels of one block per row: the row maximum and the row sum of
+    exponentials each reduced across the block's ``threads`` (each thread a strided part of the
+    row, then a tree through shared memory), then the row's outputs spread over the same threads;
+    the exponentials are inlined into both of their readers."""
     out = tensors[-1]
     s = create_schedule(out)
     t = min(threads, thread_limit(target))
     s["expval"].compute_inline()
     for name in ("maxelem", "expsum"):
-        bx, tx = s[name].split(s[name].op.axis[0], factor=t)
-        s[name].bind(bx, thread_axis("blockIdx.x"))
-        s[name].bind(tx, thread_axis("threadIdx.x"))
-    bx, tx = s[out].split(s[out].fuse(*s[out].op.axis), factor=t)
-    s[out].bind(bx, thread_axis("blockIdx.x"))
-    s[out].bind(tx, thread_axis("threadIdx.x"))
+        ko, ki = s[name].split(s[name].op.reduce_axis[0], factor=t)
+        s[name].reorder(s[name].op.axis[0], ki, ko)
+        s[name].bind(s[name].op.axis[0], thread_axis("blockIdx.x"))
+        s[name].bind(ki, thread_axis("threadIdx.x"))
+    i, j = s[out].op.axis
+    jo, ji = s[out].split(j, factor=t)
+    s[out].bind(i, thread_axis("blockIdx.x"))
+    s[out].bind(ji, thread_axis("threadIdx.x"))
     return s
 
 

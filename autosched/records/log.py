@@ -11,8 +11,9 @@ One line (keys in this order)::
 ``costs`` are seconds per run, every repeat; ``all_cost`` the wall seconds the measurement took
 (build and run); ``program`` says which point of which space the steps came from (optional);
 ``machine`` is the fingerprint of the machine measured on (optional; see
-:mod:`autosched.database.machine`): ``asc.load_best`` and ``asc.compile`` never apply another
-machine's records.
+:mod:`autosched.database.machine`): ``asc.load_best`` and ``asc.compile`` apply only the records
+of the machine the target runs on (this host's, or for a cross target its boards'), and
+``asc.load_best(..., machine=FP)`` those of the machine asked for.
 
 :func:`append_records` writes whole lines under a file lock (tuning processes may share a log);
 :func:`load_records` reads a log back, skipping damaged or crafted lines with a

@@ -186,7 +186,10 @@ def op_code(op: Operation) -> CCode:
     if isinstance(op, ExternOp):
         return op.code
     if isinstance(op, ComputeOp):
-        return expr_code(op.bodies)
+        if op._calls_code is None:  # the bodies never change: found once per operation
+            op._calls_code = expr_code(op.bodies)
+        code: CCode = op._calls_code
+        return code
     return NO_CODE
 
 

@@ -70,6 +70,10 @@ class ComputeOp:
     tag: str = ""
     attrs: dict[str, Any] = field(default_factory=dict)
     others: tuple[Expr, ...] = ()
+    #: the tensors the bodies load, found once (the bodies are never changed after construction)
+    _inputs: tuple[Tensor, ...] | None = field(default=None, init=False, repr=False)
+    #: the C its extern calls need (``te.extern.op_code`` fills it on first use)
+    _calls_code: Any = field(default=None, init=False, repr=False)
 
     @property
     def bodies(self) -> tuple[Expr, ...]:
@@ -94,7 +98,9 @@ class ComputeOp:
 
     @property
     def input_tensors(self) -> tuple[Tensor, ...]:
-        return _loaded(self.bodies)
+        if self._inputs is None:
+            self._inputs = _loaded(self.bodies)
+        return self._inputs
 
     def output(self, index: int = 0) -> Tensor:
         if not 0 <= index < self.num_outputs:

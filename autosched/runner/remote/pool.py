@@ -3,12 +3,16 @@
     pool = BoardPool(["rpi4", "rpi4b"], option=MeasureOption(run_timeout=30))
     asc.tune(asc.Task("matmul", (256, 256, 256), target="c -cc=aarch64-linux-gnu-gcc"), runner=pool)
 
-Each board times one candidate at a time (and holds a lock on the board itself while it does, so
-other tuning processes sharing it wait). Health: a board whose trial fails for the board's reasons
-(ssh cannot connect, the connection drops, a garbled answer) is retried after a backoff (1, 2, 4 s);
-after ``retries`` failures in a row it is marked down and probed again every ``probe_every``
-seconds. The candidate goes back to the queue: another board measures it, or it waits for one. A
-board failure is never charged to the program. If no board is up for ``down_timeout`` seconds,
+A free board takes a batch of queued candidates (at most ``batch``, and no more than its share of
+the queue when several boards are up): their executables go up in one transfer, and the board
+times them one at a time (holding a lock on the board itself while each runs, so other tuning
+processes sharing it wait).
+
+Health: a board whose batch fails for the board's reasons (ssh cannot connect, the connection
+drops, a garbled answer) is retried after a backoff (1, 2, 4 s); after ``retries`` failures in a
+row it is marked down and probed again every ``probe_every`` seconds. The candidates of its batch
+go back to the queue: another board measures them, or they wait for one. A board failure is never
+charged to the program. If no board is up for ``down_timeout`` seconds,
 :meth:`BoardPool.run_each` raises :class:`BoardsDown` (an infrastructure error); the tuning log
 keeps everything measured, so running again resumes.
 """
@@ -16,6 +20,7 @@ keeps everything measured, so running again resumes.
 from __future__ import annotations
 
 import collections
+import math
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,7 +30,7 @@ from ..errors import InfrastructureError
 from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 from .boards import Board
 from .program import RemoteBuilder
-from .session import BoardSession, Outcome, TaskData
+from .session import BoardSession, Job, Outcome, TaskData
 from .ssh import BoardUnreachable
 
 __all__ = ["BoardPool", "BoardsDown"]
@@ -53,7 +58,8 @@ class BoardPool(Closing):
 
     ``option`` sets the timing as for the local runner; ``seed`` the task inputs; ``ssh_config``
     a configuration file instead of ``~/.ssh/config``; ``share=False`` turns off connection
-    sharing. :meth:`make_builder` gives the matching builder (static executables).
+    sharing; ``batch`` is the most candidates a board gets in one transfer (1: one round trip
+    per candidate). :meth:`make_builder` gives the matching builder (static executables).
     """
 
     def __init__(
@@ -67,14 +73,18 @@ class BoardPool(Closing):
         retries: int = 3,
         probe_every: float = 2.0,
         down_timeout: float = 600.0,
+        batch: int = 8,
     ) -> None:
         if not boards:
             raise ValueError("a board pool needs at least one board")
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
         self.boards = [b if isinstance(b, Board) else Board(b) for b in boards]
         if len({b.name for b in self.boards}) != len(self.boards):
             raise ValueError("a board is named twice")
         self.option = option or MeasureOption()
         self.retries, self.probe_every, self.down_timeout = retries, probe_every, down_timeout
+        self.batch = batch
         self._health = [_Health(BoardSession(b, ssh_config, share)) for b in self.boards]
         self._data = TaskData(seed)
         self._machine = ""
@@ -139,18 +149,18 @@ class BoardPool(Closing):
     def _dispatch(
         self, queue: collections.deque[int], inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]
     ) -> Iterator[tuple[int, MeasureResult]]:
-        running: dict[Future[Outcome | None], tuple[_Health, int | None, float]] = {}
+        running: dict[Future[list[Outcome]], tuple[_Health, list[int], float]] = {}
         none_up_since: float | None = None
         with ThreadPoolExecutor(len(self._health), thread_name_prefix="board") as threads:
             while queue or running:
-                now = time.monotonic()
+                now, share = time.monotonic(), self._share(len(queue))
                 for h in self._health:
                     if h.busy or now < h.next_try or not queue:
                         continue
-                    i = None if h.down else queue.popleft()
+                    taken = [] if h.down else [queue.popleft() for _ in range(min(share, len(queue)))]
                     h.busy = True
-                    job = threads.submit(self._work, h, None if i is None else (inputs[i], builds[i]))
-                    running[job] = (h, i, time.perf_counter())
+                    job = threads.submit(self._work, h, [(inputs[i], builds[i]) for i in taken])
+                    running[job] = (h, taken, time.perf_counter())
                 if any(not h.down for h in self._health):
                     none_up_since = None
                 elif none_up_since is None:
@@ -162,31 +172,37 @@ class BoardPool(Closing):
                     continue
                 done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
                 for job in done:
-                    h, i, started = running.pop(job)
+                    h, taken, started = running.pop(job)
                     h.busy = False
                     try:
-                        outcome = job.result()
+                        outcomes = job.result()
                     except BoardUnreachable as e:
                         self._failed(h, str(e))
-                        if i is not None:
-                            queue.appendleft(i)
-                            self.board_failures += 1
+                        queue.extendleft(reversed(taken))  # first in line again, in their order
+                        self.board_failures += len(taken)
                         continue
                     h.failures, h.down = 0, False
-                    if i is not None and outcome is not None:
-                        h.measured += 1
-                        error_no, message, costs = outcome
-                        spent = builds[i].time_cost + time.perf_counter() - started
+                    h.measured += len(taken)
+                    each = (time.perf_counter() - started) / max(1, len(taken))
+                    for i, (error_no, message, costs) in zip(taken, outcomes, strict=True):
+                        spent = builds[i].time_cost + each
                         yield i, MeasureResult(costs, error_no, message, spent, time.time())
 
-    def _work(self, h: _Health, job: tuple[MeasureInput, BuildResult] | None) -> Outcome | None:
-        """Measure ``job`` on the board, or (None) probe a down board by starting a fresh session.
-        Raises ``BoardUnreachable`` if the board failed."""
-        if job is None:
+    def _share(self, queued: int) -> int:
+        """How many of the ``queued`` candidates a free board takes: at most ``batch``, and no more
+        than its share of the queue among the boards that are up (so that none stands idle while
+        another works through a long batch)."""
+        up = sum(not h.down for h in self._health)
+        return max(1, min(self.batch, math.ceil(queued / max(1, up))))
+
+    def _work(self, h: _Health, jobs: list[Job]) -> list[Outcome]:
+        """Measure ``jobs`` on the board in one batch, or (none) probe a down board by starting a
+        fresh session. Raises ``BoardUnreachable`` if the board failed."""
+        if not jobs:
             h.session.conn.close()
             h.session.start()
-            return None
-        return h.session.measure(*job, self._data, self.option)
+            return []
+        return h.session.measure_batch(jobs, self._data, self.option)
 
     def _failed(self, h: _Health, error: str) -> None:
         h.failures += 1

@@ -1,4 +1,4 @@
-"""One tuning run's use of one board: its run directory, the task inputs there, one trial at a time.
+"""One tuning run's use of one board: its run directory, the task inputs there, batches of trials.
 
 On the board, under the board's working directory ``W``::
 
@@ -8,11 +8,15 @@ On the board, under the board's working directory ``W``::
                                     that died is removed by the next run from the same host (its
                                     pid is gone), any other after a day without use
         data-<task hash>/in<k>.bin  the task's inputs, generated here from the seed, sent once
+        batch/c<j>.gz               the batch's executables (gzip-compressed), while it runs
         cand, out<k>.bin, t.json    the candidate being timed, its outputs and timings
 
-A trial is one ssh round trip: the executable (gzip-compressed) goes up on stdin, runs under
-``timeout`` (the board's launcher in front, if any), and the exit status, timings, messages and
-outputs come back in one framed answer. The outputs are checked here against the reference.
+A batch of candidates is one ssh round trip: their executables go up on stdin as one tar stream
+and are unpacked into ``batch/``; then each in turn is decompressed to ``cand`` and runs under
+``timeout`` (the board's launcher in front, if any) while it holds the board's lock, and its exit
+status, timings, messages and outputs come back as one frame of the answer. A candidate that
+crashes or hangs costs its own trial only: the next one runs after it. The outputs are checked
+here against the reference.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ import secrets
 import shlex
 import signal
 import socket
+import tarfile
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from io import BytesIO
 from pathlib import Path
 
 import numpy as np
@@ -44,15 +51,20 @@ from ..worker import compare
 from .boards import PROBE_SCRIPT, Board, BoardInfo, parse_probe
 from .ssh import BoardUnreachable, Connection
 
-__all__ = ["BoardSession", "TaskData"]
+__all__ = ["BoardSession", "Job", "TaskData"]
 
 Outcome = tuple[MeasureErrorNo, str, tuple[float, ...]]
+#: a built candidate to time: what was built, and the build
+Job = tuple[MeasureInput, BuildResult]
 
 #: seconds a trial waits for the board's lock (another run timing there) before giving up
 LOCK_WAIT = 300.0
 
-#: seconds added to a trial's own timeout for the transfers and the lock
+#: seconds added to a batch's timeouts for the transfers
 _SLACK = 30.0
+
+#: the files a trial brings back: timings, messages, then the outputs (out0.bin, ...)
+_FILES = ("t.json", "err.txt")
 
 #: exit statuses of the trial script itself (not of the candidate)
 _NO_RUN_DIR, _NO_DATA, _LOCK_TIMEOUT = 70, 71, 75
@@ -85,13 +97,13 @@ def _host_tag() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:40] or "host"
 
 
-def _frames(data: bytes, names: Sequence[str]) -> tuple[int, list[bytes | None]]:
-    """The candidate's exit status and the files ``names`` (None: absent) from a trial's answer:
-    ``asc-rc STATUS``, ``wc -c`` lines of the files present, ``asc-data``, their bytes in order."""
-    start = data.find(b"asc-rc ")  # after anything the login's shell start-up may have printed
-    if start < 0:
+def _frame(data: bytes, names: Sequence[str]) -> tuple[int, list[bytes | None], bytes]:
+    """One candidate's frame at the start of ``data``: its exit status, the files ``names`` (None:
+    absent) and the rest of ``data``. A frame is ``asc-rc STATUS``, the ``wc -c`` lines of the
+    files present, ``asc-data``, their bytes in order."""
+    if not data.startswith(b"asc-rc "):
         raise ValueError("no status line")
-    head, _, rest = data[start:].partition(b"\n")
+    head, _, rest = data.partition(b"\n")
     status = int(head[7:])
     table, sep, blob = rest.partition(b"asc-data\n")
     if not sep:
@@ -111,7 +123,32 @@ def _frames(data: bytes, names: Sequence[str]) -> tuple[int, list[bytes | None]]
             raise ValueError("truncated answer")
         files.append(blob[:size])
         blob = blob[size:]
-    return status, files
+    return status, files, blob
+
+
+def _frames(data: bytes, names: Sequence[Sequence[str]]) -> list[tuple[int, list[bytes | None]]]:
+    """The frames of a batch's answer, one per candidate (``names[j]``: candidate ``j``'s files),
+    after anything the login's shell start-up may have printed."""
+    start = data.find(b"asc-rc ")
+    if start < 0:
+        raise ValueError("no status line")
+    data, out = data[start:], []
+    for files in names:
+        status, got, data = _frame(data, files)
+        out.append((status, got))
+    return out
+
+
+def _archive(paths: Sequence[str]) -> bytes:
+    """The executables ``paths`` (gzip-compressed files) as one tar stream: ``c<j>.gz`` in order."""
+    buf, now = BytesIO(), time.time()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for j, path in enumerate(paths):
+            blob = Path(path).read_bytes()
+            info = tarfile.TarInfo(f"c{j}.gz")
+            info.size, info.mode, info.mtime = len(blob), 0o600, int(now)
+            tar.addfile(info, BytesIO(blob))
+    return buf.getvalue()
 
 
 def _signal_name(number: int) -> str:
@@ -129,7 +166,8 @@ def _flush_bytes(info: BoardInfo) -> int:
 
 class BoardSession:
     """This process's use of ``board``: :meth:`start` connects, probes and makes the run directory;
-    :meth:`measure` times one built candidate; :meth:`close` removes the run directory.
+    :meth:`measure_batch` times built candidates sent in one transfer (:meth:`measure`: one);
+    :meth:`close` removes the run directory.
 
     Failures of the board or the connection raise :class:`~autosched.runner.remote.ssh.BoardUnreachable`;
     failures of the candidate are outcomes.
@@ -156,7 +194,9 @@ class BoardSession:
             f": >> lock && mkdir -p {q(self.run_name)} || exit 1",
             f": > {q(self.run_name)}/cand && chmod 700 {q(self.run_name)}/cand || exit 1",
             "find . -maxdepth 1 -name 'run-*' -type d -mtime +1 -exec rm -rf {} + 2>/dev/null",
-            "for t in flock timeout gzip; do command -v $t >/dev/null 2>&1 || echo \"missing $t\" >&2; done",
+            "for t in flock timeout gzip tar; do",
+            '  command -v "$t" >/dev/null 2>&1 || echo "missing $t" >&2',
+            "done",
             f"echo '== runs'; for d in {q(f'run-{_host_tag()}-')}*; do [ -d \"$d\" ] && echo \"$d\"; done",
             "echo '== home'; pwd",
             PROBE_SCRIPT,
@@ -226,48 +266,69 @@ class BoardSession:
     def measure(
         self, inp: MeasureInput, build: BuildResult, data: TaskData, option: MeasureOption
     ) -> Outcome:
-        """Run the built candidate on the board and check its outputs; its outcome.
+        """Run one built candidate on the board and check its outputs (:meth:`measure_batch` of one)."""
+        return self.measure_batch([(inp, build)], data, option)[0]
 
-        Raises ``BoardUnreachable`` when the board, not the candidate, failed (the trial is then
-        not spent: the caller measures it again, here or elsewhere).
+    def measure_batch(self, jobs: Sequence[Job], data: TaskData, option: MeasureOption) -> list[Outcome]:
+        """Send the built candidates ``jobs`` to the board in one transfer, run them one after
+        another and check each one's outputs; their outcomes, in order (one ssh round trip).
+
+        Raises ``BoardUnreachable`` when the board, not a candidate, failed (no trial of the batch
+        is then spent: the caller measures them again, here or elsewhere).
         """
         if not self.workdir:
             self.start()
-        assert build.lib_path is not None and self.info is not None
-        tag, inputs, expected = data.get(inp.task)
-        if tag not in self._data:
-            self._upload(tag, inputs)
-        specs = build.arg_specs
-        outputs = [s for s in specs if s.is_output]
+        assert self.info is not None and all(build.lib_path is not None for _, build in jobs)
+        tasks = [data.get(inp.task) for inp, _ in jobs]
+        sent = {tag: len(inputs) for tag, inputs, _ in tasks}  # each task's inputs, checked once
+        for tag, inputs, _ in tasks:
+            if tag not in self._data:
+                self._upload(tag, inputs)
         q = shlex.quote
         flush = _flush_bytes(self.info) if option.flush_cache else 0
-        words = [*self.board.launcher, "./cand", f"data-{tag}", str(option.number), str(option.repeat),
-                 repr(float(option.min_repeat_ms)), str(flush), repr(float(option.cooldown_ms))]  # fmt: skip
-        files = ["t.json", "err.txt", *(f"out{k}.bin" for k in range(len(outputs)))]
-        script = "\n".join([
+        settings = [str(option.number), str(option.repeat), repr(float(option.min_repeat_ms)), str(flush),
+                    repr(float(option.cooldown_ms))]  # fmt: skip
+        script = [
             f"cd {q(self.run_dir)} 2>/dev/null || exit {_NO_RUN_DIR}",
-            f"[ -f data-{tag}/in{len(inputs) - 1}.bin ] || exit {_NO_DATA}" if inputs else ":",
-            f"exec 9>>{q(self.workdir + '/lock')} && flock -w {LOCK_WAIT:g} 9 || exit {_LOCK_TIMEOUT}",
-            "ulimit -c 0; gzip -dc > cand || exit 1",  # cand exists, mode 700 (see start)
-            f"timeout -k 2 {option.run_timeout:g} {' '.join(map(q, words))} >t.json 2>err.txt </dev/null",
-            'echo "asc-rc $?"',
-            f"wc -c {' '.join(files)} 2>/dev/null; echo asc-data; cat {' '.join(files)} 2>/dev/null; exit 0",
-        ])  # fmt: skip
-        exe = Path(build.lib_path).read_bytes()  # gzip-compressed (see RemoteBuilder)
-        reply = self.conn.run(script, exe, timeout=LOCK_WAIT + option.run_timeout + _SLACK)
+            *(f"[ -f data-{t}/in{n - 1}.bin ] || exit {_NO_DATA}" for t, n in sent.items() if n),
+            "rm -rf batch && mkdir batch && tar -xf - -C batch || exit 1",
+            f"exec 9>>{q(self.workdir + '/lock')} || exit 1",
+            "ulimit -c 0",
+        ]  # fmt: skip
+        names: list[list[str]] = []
+        for j, ((_, build), (tag, _, _)) in enumerate(zip(jobs, tasks, strict=True)):
+            files = [*_FILES, *(f"out{k}.bin" for k in range(sum(a.is_output for a in build.arg_specs)))]
+            words = [*self.board.launcher, "./cand", f"data-{tag}", *settings]
+            script += [
+                f"rm -f {' '.join(files)}; gzip -dc batch/c{j}.gz > cand || exit 1",  # cand: mode 700 (start)
+                f"flock -w {LOCK_WAIT:g} 9 || exit {_LOCK_TIMEOUT}",
+                f"timeout -k 2 {option.run_timeout:g} {' '.join(map(q, words))} >t.json 2>err.txt </dev/null",
+                'rc=$?; flock -u 9; echo "asc-rc $rc"',
+                f"wc -c {' '.join(files)} 2>/dev/null; echo asc-data; cat {' '.join(files)} 2>/dev/null",
+            ]  # fmt: skip
+            names.append(files)
+        script.append("rm -rf batch; exit 0")
+        archive = _archive([str(build.lib_path) for _, build in jobs])
+        # the lock is taken per candidate: another run's trials may come in between
+        wait = LOCK_WAIT + len(jobs) * 2 * (option.run_timeout + 2.0) + _SLACK
+        reply = self.conn.run("\n".join(script), archive, timeout=wait)
         if reply.status == _NO_DATA:
-            self._data.discard(tag)
+            self._data.difference_update(tag for tag, _, _ in tasks)
             raise BoardUnreachable(f"board {self.board.name}: the task's inputs are gone")
         self._check_status(reply.status, reply.stderr)
         try:
-            status, got = _frames(reply.stdout, files)
+            frames = _frames(reply.stdout, names)
         except ValueError as e:
             raise BoardUnreachable(f"board {self.board.name}: garbled answer ({e})") from None
-        if status in (126, 127):  # the launcher or the executable cannot be started: the set-up's fault
-            said = printable((got[1] or b"").decode(errors="replace").strip()[-300:])
-            name = self.board.name
-            raise InfrastructureError(f"board {name} cannot run candidates ({said}): check its launcher")
-        return _outcome(status, got, outputs, expected, option)
+        outcomes = []
+        for (status, got), (_, build), (_, _, expected) in zip(frames, jobs, tasks, strict=True):
+            if status in (126, 127):  # the launcher or the executable cannot be started: the set-up's fault
+                said = printable((got[1] or b"").decode(errors="replace").strip()[-300:])
+                name = self.board.name
+                raise InfrastructureError(f"board {name} cannot run candidates ({said}): check its launcher")
+            outputs = [a for a in build.arg_specs if a.is_output]
+            outcomes.append(_outcome(status, got, outputs, expected, option))
+        return outcomes
 
 
 def _outcome(
