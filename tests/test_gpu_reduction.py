@@ -132,7 +132,7 @@ def test_cross_thread_reduction_compiles_with_nvrtc(tmp_path: Path) -> None:
     assert isinstance(backend, CudaBackend)
     args = _row_reduce(7, 100, "max")
     program = backend.program(lower(_cross_thread(args, 32, 2, True), args, gpu=True), Target.parse("cuda"))
-    assert "__shared__ float B_red_buf[64];" in program.source
+    assert "__shared__ __align__(16) float B_red_buf[64];" in program.source
     ptx = nvrtc_compile(program.source, "sm_90", cache_dir=tmp_path).decode()
     assert ".visible .entry default_function_kernel0(" in ptx and "bar.sync" in ptx
 

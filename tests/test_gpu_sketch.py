@@ -67,7 +67,7 @@ def test_samples_and_mutants_keep_the_device_limits(target: str) -> None:
 
 def test_grid_points_are_programs_of_the_space() -> None:
     wl = asc.get_workload("softmax", (4, 200))
-    space = GpuSketchSpace(wl, "opencl")
+    space = GpuSketchSpace(wl, "opencl -max-threads-per-block=256")  # not the device's own limit
     assert (
         len(space.sketches) == 4 and space.grid_size() == 4 * 4**3 * 4**3
     )  # sketches x threads^3 x unroll^3
