@@ -8,6 +8,7 @@ from .backends import backend_for
 from .backends.base import Built
 from .expr import Operation, Tensor, as_tensors, shape_vars
 from .lower import lower as _lower
+from .lower.gpu import GpuFunc, split_kernels
 from .lower.ir import PrimFunc
 from .runner.kernel import ArgSpec, size_sources
 from .schedule import Schedule
@@ -21,12 +22,28 @@ def lower(
     args: Sequence[Tensor | Operation],
     name: str = "default_function",
     simple_mode: bool = True,
-) -> PrimFunc:
+    target: TargetLike | None = None,
+) -> PrimFunc | GpuFunc:
     """The loop-nest IR of ``sched`` over ``args`` (inputs, then outputs); print it to read it.
 
-    ``simple_mode`` is accepted for te's signature: the IR always prints in its one, simple form.
+    A schedule that binds loops to ``blockIdx``/``threadIdx``/``vthread`` lowers for a GPU: its
+    kernels, each with its launch (grid and block) and shared buffers, checked against the limits
+    of ``target`` when one is given (else only the checks that need no device). ``simple_mode`` is
+    accepted for te's signature: the IR always prints in its one, simple form.
     """
-    return _lower(sched, as_tensors(list(args)), name)
+    tensors = as_tensors(list(args))
+    if not _binds_threads(sched):
+        return _lower(sched, tensors, name)
+    func = _lower(sched, tensors, name, True)
+    tgt = Target.parse(target) if target is not None else None
+    threads = tgt.max_threads_per_block if tgt is not None else None
+    shared = tgt.shared_memory_bytes if tgt is not None else None
+    return split_kernels(func, threads or 1 << 31, shared or 1 << 62)
+
+
+def _binds_threads(sched: Schedule) -> bool:
+    tags = ("blockIdx.", "threadIdx.", "vthread")
+    return any(tag.startswith(tags) for st in sched.stages.values() for tag in st.annotations.values())
 
 
 def emit(

@@ -7,11 +7,13 @@ A target is written as a string, ``KIND -option=value ...``::
     c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72   an ARM board (cross-compiled)
     cuda -arch=sm_80 -max-threads-per-block=1024
     opencl -shared-memory-bytes=65536
+    opencl -device=gpu -platform='NVIDIA CUDA'      the first GPU of a platform named like that
 
 :meth:`Target.parse` turns it into a frozen :class:`Target` whose every hardware parameter is set:
 options given win, the rest come from the host (for a native C compiler) or from defaults for the
-compiler's architecture (for a cross compiler). ``str(target)`` is the canonical string, with every
-parameter spelled out, and parses back to an equal target.
+compiler's architecture (for a cross compiler); a GPU target reads them from the device when one
+is present (see :mod:`autosched.devices`), else from defaults (cross-compiling). ``str(target)``
+is the canonical string, with every parameter spelled out, and parses back to an equal target.
 
 Kinds are registered with :func:`register_kind`; each kind names the options it accepts.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from .devices import DeviceNotFound, check_device_type, check_platform_name, cuda_limits, opencl_limits
 from .dtypes import dtype as _dtype
 from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_size
 
@@ -99,6 +102,9 @@ OPTIONS: dict[str, Option] = {
         Option("max-threads-per-block", "max_threads_per_block", _positive, "threads per block/work-group"),
         Option("shared-memory-bytes", "shared_memory_bytes", parse_size, "shared memory bytes per block"),
         Option("warp-size", "warp_size", _positive, "threads per warp (sub-group)"),
+        Option("compute-units", "compute_units", _positive, "compute units (CUDA SMs)"),
+        Option("device", "device_type", check_device_type, "OpenCL device type: cpu, gpu or accelerator"),
+        Option("platform", "platform", check_platform_name, "OpenCL platform, part of its name, quoted"),
     )
 }
 
@@ -224,12 +230,15 @@ class CudaKind(TargetKind):
     """CUDA C compiled by NVRTC."""
 
     name = "cuda"
-    options = ("arch", "max-threads-per-block", "shared-memory-bytes", "warp-size")
-    optional = frozenset({"arch"})
+    options = ("arch", "max-threads-per-block", "shared-memory-bytes", "warp-size", "compute-units")
+    optional = frozenset({"arch", "compute-units"})
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Defaults of current NVIDIA GPUs: 1024 threads, 48 KiB static shared memory, warps of 32."""
-        return {"max_threads_per_block": 1024, "shared_memory_bytes": 48 << 10, "warp_size": 32} | given
+        """Read from CUDA device 0 where a driver and a GPU are, else defaults of current NVIDIA
+        GPUs: 1024 threads, 48 KiB static shared memory, warps of 32."""
+        defaults = {"max_threads_per_block": 1024, "shared_memory_bytes": 48 << 10, "warp_size": 32}
+        found = {} if given.keys() >= _HARDWARE else cuda_limits()
+        return defaults | found | given
 
 
 @register_kind
@@ -237,11 +246,33 @@ class OpenCLKind(TargetKind):
     """OpenCL C compiled by the OpenCL driver (PoCL on CPUs)."""
 
     name = "opencl"
-    options = ("max-threads-per-block", "shared-memory-bytes", "warp-size")
+    options = (
+        "max-threads-per-block",
+        "shared-memory-bytes",
+        "warp-size",
+        "compute-units",
+        "device",
+        "platform",
+    )
+    optional = frozenset({"compute-units", "device", "platform"})
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Defaults any OpenCL 1.2 device meets: work-groups of 256, 32 KiB local memory."""
-        return {"max_threads_per_block": 256, "shared_memory_bytes": 32 << 10, "warp_size": 1} | given
+        """Read from the selected device where pyopencl finds one (a ``-device`` or ``-platform``
+        that matches nothing is an error), else defaults any OpenCL 1.2 device meets: work-groups
+        of 256, 32 KiB local memory."""
+        defaults = {"max_threads_per_block": 256, "shared_memory_bytes": 32 << 10, "warp_size": 1}
+        found: dict[str, Any] = {}
+        if not given.keys() >= _HARDWARE:
+            try:
+                found = opencl_limits(given.get("device_type"), given.get("platform"))
+            except DeviceNotFound as e:
+                if "device_type" in given or "platform" in given:
+                    raise TargetError(str(e)) from None
+        return defaults | found | given
+
+
+#: the GPU fields a device query fills
+_HARDWARE = frozenset({"max_threads_per_block", "shared_memory_bytes", "warp_size", "compute_units"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,6 +298,9 @@ class Target:
     max_threads_per_block: int | None = None
     shared_memory_bytes: int | None = None
     warp_size: int | None = None
+    compute_units: int | None = None
+    device_type: str | None = None
+    platform: str | None = None
 
     def __post_init__(self) -> None:
         kind = _kind(self.kind)

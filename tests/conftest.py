@@ -82,6 +82,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
              "apt-get install openssh-server"),
     "make": (lambda: shutil.which("make") is not None, "apt-get install make"),
     "openblas": (_links_openblas, "apt-get install libopenblas-dev"),
+    "distributed": (lambda: _imports("distributed"), 'pip install "dask[distributed]"'),
 }
 
 #: The tools of PROBES that are C compilers.

@@ -169,3 +169,52 @@ def hand_numpy(x: np.ndarray, y: np.ndarray, w: dict[str, np.ndarray]) -> list[n
     xm = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
     mx = np.max([xm[:, :, i : i + 6, j : j + 6] for i in range(3) for j in range(3)], axis=0)
     return [(e / e.sum(axis=1, keepdims=True))[None], mx]
+
+
+def arithmetic(size: int = 6) -> onnx.ModelProto:
+    """Conv, then Mul by a per-channel constant, Sub of a scalar and Div by a scalar (all fused into
+    the conv), a squeeze-and-excitation Mul of a (1, C, 1, 1) computed value, a constant minus a
+    value and a constant over a value (both with broadcasting), and a standalone BatchNormalization."""
+    m = ModelWriter(6)
+    y = m.conv("x", 3, 4, 3, pad=1, bn=False, relu=False)
+    y = m.node("Div", [m.node("Sub", [m.node("Mul", [y, m.const((1, 4, 1, 1), 1.5, 0.5)]), m.const(())]),
+                       m.const((), 2.0, 1.5)])
+    y = m.node("Relu", [y])
+    gate = m.node("Sigmoid", [m.node("GlobalAveragePool", [y])])  # (1, 4, 1, 1)
+    y = m.node("Mul", [y, gate])
+    y = m.node("Sub", [m.const((size,)), y])  # a constant along W minus the value
+    shifted = m.node("Add", [m.node("Sigmoid", [y]), m.const((1,), 1.0, 0.9)])
+    y = m.node("Div", [m.const((4, 1, 1), 2.0, 1.0), shifted])
+    params = [m.const((4,), 1.2, 0.8), m.const((4,), 0.2), m.const((4,), 0.2), m.const((4,), 1.5, 0.5)]
+    y = m.node("BatchNormalization", [y, *params], epsilon=1e-5)
+    return m.model({"x": (1, 3, size, size)}, y, (1, 4, size, size), "arithmetic")
+
+
+def attention_like(batch: int = 2, seq: int = 5, dim: int = 8, heads: int = 2) -> onnx.ModelProto:
+    """LayerNormalization (opset 17), MatMul, Reshape + Transpose into heads, Softmax over the
+    sequence axis (not the last), Transpose back, a Mul by the input and a last-axis Softmax."""
+    m = ModelWriter(7)
+    y = m.node("LayerNormalization", ["x", m.const((dim,), 1.5, 0.5), m.const((dim,))], axis=-1, epsilon=1e-5)
+    y = m.node("MatMul", [y, m.const((dim, dim), 1 / np.sqrt(dim))])
+    for name, dims in (("heads_shape", [batch, seq, heads, dim // heads]), ("seq_shape", [batch, seq, dim])):
+        m.inits.append(numpy_helper.from_array(np.array(dims, np.int64), name))
+    y = m.node("Transpose", [m.node("Reshape", [y, "heads_shape"])], perm=[0, 2, 1, 3])  # (b, h, s, d)
+    y = m.node("Softmax", [y], axis=2)
+    y = m.node("Reshape", [m.node("Transpose", [y], perm=[0, 2, 1, 3]), "seq_shape"])
+    y = m.node("Sub", [m.node("Mul", [y, "x"]), "x"])
+    y = m.node("Softmax", [y], axis=1)
+    return m.model({"x": (batch, seq, dim)}, y, (batch, seq, dim), "attention")
+
+
+def padded_convs(size: int = 7) -> onnx.ModelProto:
+    """A zero Pad folded into the Conv after it, and a Pad of 0.5 on one side of each spatial
+    axis (a pad kernel) before a strided Conv."""
+    m = ModelWriter(8)
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero_pads")
+    uneven = numpy_helper.from_array(np.array([0, 0, 0, 1, 0, 0, 1, 0], np.int64), "uneven_pads")
+    half = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+    m.inits += [pads, uneven, half]
+    y = m.conv(m.node("Pad", ["x", "zero_pads"], mode="constant"), 3, 4, 3, pad=0)
+    y = m.conv(m.node("Pad", [y, "uneven_pads", "half"]), 4, 4, 3, stride=2, bn=False)
+    out = (size + 1 - 3) // 2 + 1
+    return m.model({"x": (1, 3, size, size)}, y, (1, 4, out, out), "padded")

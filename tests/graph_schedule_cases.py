@@ -1,4 +1,5 @@
-"""Schedules of the network workloads (``autosched.graph.fused``) for :mod:`schedule_cases`.
+"""Schedules of the network workloads (``autosched.graph.fused`` and ``.layers``) for
+:mod:`schedule_cases`.
 
 The fused workloads share one shape: reduction or copy stages, then elementwise epilogue stages,
 then the output. So their recipes are generic: each one schedules whatever stages the workload has
@@ -15,7 +16,7 @@ import autosched as asc
 
 Apply = Callable[[asc.Schedule, asc.Workload], None]
 
-_EPILOGUE = ("bias_add", "residual_add", "relu", "gelu", "sigmoid")
+_EPILOGUE = ("bias_add", "scale_mul", "residual_add", "mul", "sub", "div", "relu", "gelu", "sigmoid")
 
 NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
     # (N, C, H, W, K, R, S, stride, pad, groups, epilogue)
@@ -25,8 +26,16 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
     ],
     "fused_dense": [("even", (16, 32, 16, "bias,relu")), ("odd", (7, 13, 19, "bias,add,gelu"))],
     "fused_batch_matmul": [("even", (2, 16, 16, 8, "bias")), ("odd", (3, 13, 17, 7, "add,sigmoid"))],
-    "fused_elementwise": [("even", (2, 8, 16, "bias,add,relu")), ("odd", (3, 7, 5, "gelu,sigmoid"))],
+    "fused_elementwise": [
+        ("even", (2, 8, 16, "bias,add,relu")), ("odd", (3, 7, 5, "scale,sub,mul,div,gelu")),
+    ],
     "global_avg_pool2d": [("even", (1, 8, 8, 8)), ("odd", (2, 3, 7, 5))],
+    # the operators of autosched.graph.layers
+    "transpose": [("even", ("2x8x4x8", "0,2,3,1")), ("odd", ("3x5x7", "2,0,1"))],
+    "broadcast_to": [("even", ("2x1x4x8", "2x8x4x8")), ("odd", ("1x5x1", "3x5x7"))],
+    "pad": [("even", ("1x4x6x6", "0,0,1,1,0,0,1,1", 0.0)), ("odd", ("3x5x7", "0,1,2,1,0,3", -1.0))],
+    "layer_norm": [("even", (8, 16, 1e-5)), ("odd", (5, 13, 1e-3))],
+    "softmax_axis": [("even", (2, 8, 8)), ("odd", (3, 7, 5))],
 }
 
 

@@ -60,7 +60,7 @@ def test_matmul_gets_shared_tiles_and_a_barrier_on_each_side_of_the_reads() -> N
     assert order[0].startswith("A_shared") and order[-3:] == [
         "barrier(CLK_LOCAL_MEM_FENCE)", "* B_shared[", "barrier(CLK_LOCAL_MEM_FENCE)"]
     cuda = asc.emit(s, args, target="cuda")
-    assert cuda.count("__syncthreads();") == 2 and "__shared__ float A_shared[256];" in cuda
+    assert cuda.count("__syncthreads();") == 2 and "__shared__ __align__(16) float A_shared[256];" in cuda
 
 
 def _error(s: asc.Schedule, args: list[asc.Tensor], target: str) -> str:
@@ -81,9 +81,22 @@ def test_limits_are_checked_before_any_compiler_runs() -> None:
 
 
 def test_mismatched_extents_of_one_thread_index_are_an_error() -> None:
-    args = _matmul(33, 17, 9)  # the fetch of a 9-wide slice has 5 threads along x, the compute 8
-    s = matmul_gpu(args, block=8, reg=4, k_tile=8)
-    assert re.search(r"threadIdx.x has extent \d+ in one stage and \d+ in another", _error(s, args, "opencl"))
+    A = asc.placeholder((8, 16), name="A")
+    C = asc.compute((8, 16), lambda i, j: A[i, j] * 2.0, name="C")
+    s = asc.create_schedule(C)
+    s[C].bind(C.op.axis[0], asc.thread_axis("blockIdx.x"))
+    s[C].bind(C.op.axis[1], asc.thread_axis("threadIdx.x"))
+    shared = s.cache_read(A, "shared", [C])
+    s[shared].compute_at(s[C], C.op.axis[0])
+    _, tx = s[shared].split(shared.op.axis[1], factor=8)  # a fetch on 8 threads, the compute on 16
+    s[shared].bind(tx, asc.thread_axis("threadIdx.x"))
+    assert "threadIdx.x has extent 8 in one stage and 16 in another" in _error(s, [A, C], "opencl")
+
+
+def test_a_fetch_smaller_than_the_block_still_launches_every_thread() -> None:
+    args = _matmul(33, 17, 9)  # a 9-wide slice of A fetched by 8 x 8 threads: the extra ones masked
+    func = split_kernels(lower(matmul_gpu(args, block=8, reg=4, k_tile=8), args, gpu=True), 1024, 48 << 10)
+    assert [(k.grid, k.block) for k in func.kernels] == [((1, 2, 1), (8, 8, 1))]
 
 
 def test_unbound_loops_are_an_error() -> None:

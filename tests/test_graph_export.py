@@ -103,3 +103,15 @@ def test_an_output_reached_through_a_reshape_is_copied_out(tmp_path: Path) -> No
     out = write_network(export_network(g.build()), tmp_path / "flat", [x], [np.maximum(x, 0).reshape(2, 48)])
     assert "ok: outputs match the reference" in _make_run(out)
     assert "memcpy(outputs[0]" in (out / "model.c").read_text()
+
+
+@pytest.mark.requires("gcc", "make")
+def test_layer_norm_transpose_and_softmax_on_an_axis_export_and_match_onnxruntime(
+    tmp_path: Path,
+) -> None:
+    model = gm.attention_like()
+    graph = asc.from_onnx(model)
+    x = np.random.default_rng(6).standard_normal(graph.shapes["x"]).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    out = write_network(export_network(graph, portable=True), tmp_path / "attention", [x], [ref])
+    assert "ok: outputs match the reference" in _make_run(out, "CFLAGS=-O2 -pedantic-errors")

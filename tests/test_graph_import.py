@@ -98,12 +98,67 @@ def test_fusion_makes_conv_bias_relu_and_conv_bias_add_relu_workloads() -> None:
         ("fused_batch_matmul", (2, 3, 4, 5, "add")),
         ("fused_elementwise", (2, 3, 4, "bias,add,relu")),
         ("global_avg_pool2d", (1, 3, 4, 5)),
+        ("fused_elementwise", (2, 3, 4, "scale,sub,mul,div,bias")),
+        ("fused_conv2d", (1, 4, 6, 6, 4, 3, 3, 1, 1, 1, "bias,scale,mul,relu")),
+        ("transpose", ("2x3x4x5", "0,2,3,1")),
+        ("broadcast_to", ("1x3x1x5", "2x3x4x5")),
+        ("pad", ("1x2x3x4", "0,0,1,2,0,1,0,3", -0.5)),
+        ("layer_norm", (4, 9, 1e-5)),
+        ("softmax_axis", (2, 7, 3)),
     ],
 )
 def test_fused_workload_references_match_the_te_evaluator(name: str, args: tuple[object, ...]) -> None:
     wl = get_workload(name, args)
     xs = wl.random_inputs(seed=1)
     np.testing.assert_allclose(wl.reference(*xs)[0], wl.evaluate(*xs)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_arithmetic_with_constants_becomes_fused_bias_and_scale_steps() -> None:
+    graph = asc.from_onnx(gm.arithmetic())
+    tasks = [str(t.workload) for t in extract_tasks(graph)]
+    # Mul by a (1, C, 1, 1) constant, Sub of a scalar, Div by a scalar: per-channel steps of the conv
+    assert tasks[0] == "fused_conv2d(1,3,6,6,4,3,3,1,1,1,'bias,scale,bias,scale,relu','float32')"
+    # the computed (1, C, 1, 1) gate is broadcast by a kernel; constant - value keeps its order
+    assert "broadcast_to('1x4x1x1','1x4x6x6','float32')" in tasks
+    assert "fused_elementwise(1,4,36,'sub,sigmoid,bias','float32')" in tasks
+    # a standalone BatchNormalization is a scale and a bias, fused after the Div
+    assert tasks[-1] == "fused_elementwise(1,4,36,'div,scale,bias','float32')"
+    scalar_sub = graph.constants[graph.nodes[3].inputs[1]]
+    assert scalar_sub.shape == (4,) and np.all(scalar_sub == scalar_sub[0])
+
+
+def test_a_zero_spatial_pad_is_folded_into_the_conv_and_other_pads_are_kernels() -> None:
+    graph = asc.from_onnx(gm.padded_convs())
+    tasks = [str(t.workload) for t in extract_tasks(graph)]
+    assert tasks == [
+        "fused_conv2d(1,3,7,7,4,3,3,1,1,1,'bias,relu','float32')",  # Pad 1 + Conv pad 0
+        "pad('1x4x7x7','0,0,0,1,0,0,1,0',0.5,'float32')",
+        "fused_conv2d(1,4,8,8,4,3,3,2,0,1,'bias,relu','float32')",
+    ]
+
+
+def test_layer_norm_transpose_and_softmax_on_any_axis_are_tasks() -> None:
+    tasks = [str(t.workload) for t in extract_tasks(asc.from_onnx(gm.attention_like()))]
+    assert tasks[0] == "layer_norm(10,8,9.999999747378752e-06,'float32')"
+    assert "transpose('2x5x2x4','0,2,1,3','float32')" in tasks
+    assert "softmax_axis(4,5,4,'float32')" in tasks and tasks[-1] == "softmax_axis(2,5,8,'float32')"
+    assert "fused_elementwise(2,5,8,'mul,sub','float32')" in tasks
+
+
+def test_unsupported_forms_of_the_new_operators_are_one_clear_line() -> None:
+    m = gm.ModelWriter()
+    m.inits.append(onnx.numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "p"))
+    y = m.node("Pad", ["x", "p"], mode="reflect")
+    with pytest.raises(GraphError, match=r"Pad node 'pad1': only mode 'constant' is supported"):
+        asc.from_onnx(m.model({"x": (2, 4)}, y, (2, 6)))
+    m = gm.ModelWriter()
+    y = m.node("LayerNormalization", ["x", m.const((2,))], axis=0)
+    with pytest.raises(GraphError, match=r"LayerNormalization node .*: only LayerNormalization over the"):
+        asc.from_onnx(m.model({"x": (2, 4)}, y, (2, 4)))
+    m = gm.ModelWriter()
+    y = m.node("Mul", ["x", m.const((3,))])
+    with pytest.raises(GraphError, match=r"Mul node 'mul2': shapes \(2, 4\) and \(3,\) do not broadcast"):
+        asc.from_onnx(m.model({"x": (2, 4)}, y, (2, 4)))
 
 
 def _save(model: onnx.ModelProto, path: Path) -> Path:

@@ -15,10 +15,13 @@ onnx = pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
 ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install onnxruntime)")
 
 import graph_models as gm  # noqa: E402  (needs onnx)
+from schedule_cases import check_against_reference  # noqa: E402
 
 import autosched as asc  # noqa: E402
 from autosched.cli import main  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
+from autosched.ops import get_workload  # noqa: E402
+from autosched.ops.schedules import default_schedule  # noqa: E402
 from autosched.records import Record, append_records, load_records  # noqa: E402
 from autosched.runner.measure import MeasureErrorNo  # noqa: E402
 from autosched.task import Task  # noqa: E402
@@ -33,8 +36,9 @@ def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     "make",
     [gm.conv_bn_relu_pool_dense, gm.residual_block, gm.mlp, gm.erf_gelu_mlp,
-     lambda: gm.resnet18(32, width=8, classes=10)],
-    ids=["conv-bn-relu-pool-dense", "residual-block", "mlp-gelu-softmax", "opset13-erf-gelu", "resnet18-32"],
+     lambda: gm.resnet18(32, width=8, classes=10), gm.arithmetic, gm.attention_like, gm.padded_convs],
+    ids=["conv-bn-relu-pool-dense", "residual-block", "mlp-gelu-softmax", "opset13-erf-gelu", "resnet18-32",
+         "mul-sub-div-broadcast", "layernorm-transpose-softmax-axis", "pad"],
 )
 def test_build_network_matches_onnxruntime(make: object) -> None:
     model = make()  # type: ignore[operator]
@@ -46,6 +50,27 @@ def test_build_network_matches_onnxruntime(make: object) -> None:
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
     assert not any(b.tuned for b in net.built)  # no log: every task runs its default schedule
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    ("args", "target"),
+    [
+        ((1, 8, 10, 10, 16, 3, 3, 1, 1, 1, ""), "c"),
+        ((1, 8, 10, 10, 16, 3, 3, 2, 1, 1, "bias,relu"), "c"),  # conv + folded batch-norm + relu
+        ((1, 8, 9, 9, 8, 3, 3, 1, 1, 1, "bias,add,relu"), "c -num-threads=2"),  # a residual block's tail
+        ((1, 8, 9, 9, 8, 3, 3, 1, 1, 8, "bias,relu"), "c"),  # depthwise
+        ((1, 6, 7, 7, 9, 1, 1, 2, 0, 3, "bias,scale,sigmoid"), "c"),  # grouped 1x1/2
+    ],
+    ids=["plain", "bias-relu-stride2", "bias-add-relu-2-threads", "depthwise", "groups-scale-sigmoid"],
+)
+def test_the_untuned_default_of_a_fused_conv_is_the_hand_written_schedule(args: tuple[object, ...],
+                                                                          target: str) -> None:
+    wl = get_workload("fused_conv2d", args)
+    schedule, name = default_schedule(wl, target)
+    assert name == "autosched.graph.fused.fused_conv2d_cpu"
+    assert any(getattr(step, "annotation", "") == "vectorize" for step in schedule.steps)
+    check_against_reference(wl, schedule, target, seed=2)
 
 
 @pytest.mark.requires("gcc")
@@ -91,6 +116,11 @@ def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
     progress = capsys.readouterr().err
     assert "[6/6] task 2 softmax(2,4,'float32'): 2 trials; estimated latency" in progress
     keys = {r.workload_key for r in load_records(log)}
+    # each task's first trial is its untuned default schedule
+    firsts = {}
+    for r in load_records(log):
+        firsts.setdefault(r.workload_key, r)
+    assert all((r.program or {}).get("space") == "default" for r in firsts.values()) and len(firsts) == 3
     net = asc.build_network(graph, log=log)
     assert len(keys) == 3 and all(b.task.workload.key in keys and b.tuned for b in net.built)
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)

@@ -1,9 +1,14 @@
 """The task scheduler: its arithmetic and its choices on tuning curves served by the replay runner
-(the real end-to-end tuning of a 3-task model is in test_graph_network.py)."""
+(the real end-to-end tuning of a 3-task model is in test_graph_network.py), and the one pair of
+build and measure workers that a network tuning run keeps for all its rounds (a real child process)."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +87,61 @@ def test_a_task_that_takes_no_more_trials_is_retired() -> None:
     sched = TaskScheduler(states, round_trials=5, epsilon=0.0)
     sched.run(20, tune_round)
     assert calls == [0, 1, 1, 1, 1] and sched.total_trials() == 20
+
+
+#: tunes a 3-task MLP in a child process, listing that process's children (the build and measure
+#: workers) at every round and after the run; argv: tests dir, log, round at which to send SIGINT
+_POOLS_SCRIPT = """
+import json, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import graph_models as gm
+import autosched as asc
+from autosched.runner.measure import MeasureOption
+
+def children():
+    pids = set()
+    for thread in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{thread}/children") as f:
+            pids |= {int(p) for p in f.read().split()}
+    return sorted(pids)
+
+rounds, stop = [], int(sys.argv[3])
+def each(r):
+    rounds.append(children())
+    if len(rounds) == stop:
+        os.kill(os.getpid(), signal.SIGINT)
+
+graph = asc.from_onnx(gm.mlp(batch=2, dims=(8, 16, 4)))
+option = MeasureOption(repeat=1, min_repeat_ms=1)
+try:
+    asc.tune_network(graph, trials=6, log=sys.argv[2], round_trials=2, tuner="random", option=option,
+                     callback=each)
+    how = "done"
+except KeyboardInterrupt:
+    how = "interrupted"
+print(json.dumps({"how": how, "rounds": rounds, "after": children()}))
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.requires("gcc")
+def test_tune_network_keeps_one_pair_of_workers_and_stops_them_on_interrupt(tmp_path: Path) -> None:
+    pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": str(tests.parent)}
+    args = [sys.executable, "-c", _POOLS_SCRIPT, str(tests), str(tmp_path / "mlp.jsonl"), "2"]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    workers = report["rounds"][0]
+    assert len(workers) == 2  # the build worker and the measure worker
+    assert report["how"] == "interrupted"  # by SIGINT after the second of three rounds
+    assert report["rounds"] == [workers, workers]  # the same two processes in both rounds
+    assert report["after"] == []
+    assert not any(_running(pid) for pid in workers)

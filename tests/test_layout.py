@@ -32,6 +32,8 @@ OPTIONAL_PACKAGES = {
     "threadpoolctl",
     "torch",
     "onnx",
+    "distributed",
+    "dask",
 }
 
 #: (file, module) of lazy imports of autosched modules inside functions, each with its reason.

@@ -342,7 +342,8 @@ def _bind_unknown_tag() -> tuple[Any, ...]:
 def _bind_reduce() -> tuple[Any, ...]:
     wl, s, args = matmul()
     (k,) = s["C"].op.reduce_axis
-    return s, args, lambda: s["C"].bind(k, asc.thread_axis("threadIdx.x")), "bind"
+    # threadIdx is a cross-thread reduction; a block index would race on the output
+    return s, args, lambda: s["C"].bind(k, asc.thread_axis("blockIdx.x")), "bind"
 
 
 def _rfactor_data_axis() -> tuple[Any, ...]:

@@ -32,7 +32,7 @@ BUILTIN_OPERATORS = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_n
                      "max_pool2d", "avg_pool2d", "softmax", "relu", "add",
                      # the network workloads of autosched.graph (their recipes: graph_schedule_cases)
                      "fused_conv2d", "fused_dense", "fused_batch_matmul", "fused_elementwise",
-                     "global_avg_pool2d"}
+                     "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis"}
 
 
 def test_every_builtin_operator_has_schedules() -> None:

@@ -159,7 +159,8 @@ def test_gpu_kinds_carry_parameters() -> None:
     assert (cuda.gpu_arch, cuda.max_threads_per_block, cuda.shared_memory_bytes, cuda.warp_size) == (
         "sm_90a", 1024, 96 << 10, 32)
     assert cuda.cc is None and cuda.cores is None and not cuda.is_cross
-    ocl = Target.parse("opencl")
+    ocl = Target.parse("opencl -max-threads-per-block=256 -shared-memory-bytes=32K "
+                       "-warp-size=1 -compute-units=2")
     assert (ocl.max_threads_per_block, ocl.shared_memory_bytes, ocl.warp_size) == (256, 32 << 10, 1)
     with pytest.raises(TargetError, match="not built with a C compiler"):
         cuda.cflags()

@@ -51,7 +51,7 @@ class GpuBackend(Backend):
         source, names = self.print_kernels(gfunc)
         launches = tuple(Launch(n, k.grid, k.block) for n, k in zip(names, gfunc.kernels, strict=True))
         temps = tuple((b.dtype, b.size) for b in gfunc.temps if isinstance(b.size, int))
-        return GpuProgram(self.kind, source, launches, temps)
+        return GpuProgram(self.kind, source, launches, temps, target.device_type or "", target.platform or "")
 
     def source(
         self, func: PrimFunc, target: Target, portable: bool = False, timing: bool | None = None

@@ -24,6 +24,10 @@
                                            time on ARM boards over SSH (cross-compiled here)
     autosched boards check [ALIAS... | --boards FILE] [--json]
                                            connect to boards: arch, CPU, cores, caches, target
+    autosched tune ... --cluster tcp://HOST:PORT
+                                           build and measure on a Dask cluster
+    autosched worker --scheduler ADDRESS [--device local | --gpu N]
+                                           join a Dask cluster: build, or measure on one device
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it
@@ -44,10 +48,10 @@ from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
-from . import basic, boards, db, logs, network, tune
+from . import basic, boards, db, logs, network, tune, worker
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
-COMMANDS = (basic, tune, network, logs, db, boards)
+COMMANDS = (basic, tune, network, logs, db, boards, worker)
 
 #: exceptions that mean bad input or a missing tool or package: one line on stderr, exit status 2
 USER_ERRORS = (

@@ -18,7 +18,7 @@ from ..expr import static_shape
 from ..ops import Workload, get_workload, list_workloads
 from ..ops.schedules import default_schedule
 from ..records import best_record
-from ..space.generated import SketchSpace
+from ..space.gpu_space import sketch_space
 from ..target import Target
 from ..task import Task
 
@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_space(args: argparse.Namespace) -> int:
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
-    space = SketchSpace(wl, Target.parse(args.target))
+    space = sketch_space(wl, Target.parse(args.target))
     print(space.describe())
     rng = random.Random(args.seed)
     for n in range(args.sample):

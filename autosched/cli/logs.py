@@ -14,6 +14,7 @@ from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
 from ..records.export import EXECUTABLE, export_files, write_files
+from ..records.export_gpu import gpu_export_files
 from ..records.report import Summary, model_quality_table, report_table, summarize, write_report
 from ..search.learning import sidecar_path
 from ..target import Target
@@ -112,8 +113,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     cc = _user_cc(args.target)
     Workload.from_json(s.records[0].workload)  # registered here? (else one error, not one per program)
     target, _ = logged_target(s.target, cc)  # one a log may name? (runs at most this machine's compiler)
-    if target.kind != "c":
-        raise ValueError(f"export writes C kernels, but {s.workload} was tuned for a {target.kind} target")
+    gpu = target.kind in ("cuda", "opencl")
+    if not gpu and target.kind != "c":
+        raise ValueError(f"export writes C, CUDA or OpenCL programs, not {target.kind} ones ({s.workload})")
+    if gpu and args.portable:
+        raise ValueError(f"--portable is for C kernels: {s.workload} was tuned for a {target.kind} target")
     files: dict[str, str] = {}
 
     def exports(record: Record) -> str | None:
@@ -121,7 +125,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         why = replay_error(record)
         if why is None:
             try:
-                files.update(export_files(record, name=args.name, portable=args.portable, cc=cc))
+                if gpu:
+                    files.update(gpu_export_files(record, name=args.name))
+                else:
+                    files.update(export_files(record, name=args.name, portable=args.portable, cc=cc))
             except Exception as err:  # a crafted program may fail anywhere in lowering
                 why = f"{type(err).__name__}: {err}"
         return why

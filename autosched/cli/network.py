@@ -57,7 +57,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     target = args.target or "c"
     result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=target,
                           tuner=args.tuner, space=args.space, seed=args.seed or 0, option=option,
-                          progress=not args.quiet)
+                          progress=not args.quiet, cluster=args.cluster)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0

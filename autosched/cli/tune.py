@@ -43,6 +43,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         with_model = f", model {model}" if model else ""
         print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
     pool = board_pool(args, option)
+    if pool is not None and args.cluster:
+        raise ValueError("--cluster and boards do not mix yet: boards are measured from this machine")
     with pool or contextlib.nullcontext():
         result = _tune(args, task, log, tuner, option, pool)
     if args.json:
@@ -91,6 +93,7 @@ def _tune(
         progress=not args.quiet,
         runner=pool,
         remeasure=args.remeasure,
+        cluster=args.cluster,
     )
 
 
@@ -135,6 +138,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flush-cache", action="store_true", help="flush the caches before each repeat")
     p.add_argument("--build-timeout", type=float, default=60.0, help="seconds per compile")
     p.add_argument("--run-timeout", type=float, default=20.0, help="seconds per measurement")
+    p.add_argument(
+        "--cluster", metavar="ADDRESS",
+        help="build and measure on the Dask cluster of this scheduler (tcp://HOST:PORT); it runs the "
+        "code this machine sends, so name only a cluster you trust",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_tune_options(p)

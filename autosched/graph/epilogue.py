@@ -1,8 +1,10 @@
 """Elementwise epilogues: the injective stages that fusion appends to an operator's output.
 
 An epilogue is a comma-separated string of steps applied in order to a tensor ``y`` whose channel
-axis is ``axis``: ``bias`` (``y + b[channel]``, one new input of shape (channels,)), ``add``
-(``y + r``, a residual input of y's shape), ``relu``, ``gelu`` (the erf form) and ``sigmoid``.
+axis is ``axis``: ``bias`` (``y + b[channel]``, one new input of shape (channels,)), ``scale``
+(``y * s[channel]``, the same), ``add`` (``y + r``, a residual input of y's shape), ``mul``,
+``sub`` and ``div`` (``y * r``, ``y - r``, ``y / r``, the same), ``relu``, ``gelu`` (the erf
+form) and ``sigmoid``.
 ``"bias,add,relu"`` is a ResNet block's tail. The te builder and the numpy reference of a step are
 written independently: the reference never reads the te DAG.
 """
@@ -10,7 +12,9 @@ written independently: the reference never reads the te DAG.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,10 +24,27 @@ from ..schedule import Schedule, create_schedule
 from ..target import Target
 
 #: the steps an epilogue may hold, and whether each one reads an extra input
-STEPS: dict[str, bool] = {"bias": True, "add": True, "relu": False, "gelu": False, "sigmoid": False}
+STEPS: dict[str, bool] = {
+    "bias": True, "scale": True, "add": True, "mul": True, "sub": True, "div": True,
+    "relu": False, "gelu": False, "sigmoid": False,
+}
+#: the steps reading one value per channel: (their input's name, their stage's name)
+_PER_CHANNEL = {"bias": ("bias", "bias_add"), "scale": ("scale", "scale_mul")}
+#: the steps reading a tensor of the output's shape: (their input's name, their stage's name)
+_FULL = {"add": ("residual", "residual_add"), "mul": ("operand", "mul"), "sub": ("operand", "sub"),
+         "div": ("operand", "div")}
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "bias": operator.add, "scale": operator.mul, "add": operator.add, "mul": operator.mul,
+    "sub": operator.sub, "div": operator.truediv,
+}
+#: the same steps in numpy, for the reference
+_NUMPY = {"bias": np.add, "scale": np.multiply, "add": np.add, "mul": np.multiply, "sub": np.subtract,
+          "div": np.divide}
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
-_STAGE_PREFIXES = ("bias_add", "residual_add", *(s for s in STEPS if not STEPS[s]))
+_STAGE_PREFIXES = (
+    *(v[1] for v in (*_PER_CHANNEL.values(), *_FULL.values())), *(s for s in STEPS if not STEPS[s])
+)
 
 
 def parse(epilogue: str) -> list[str]:
@@ -61,14 +82,18 @@ def build(y: Tensor, epilogue: str, axis: int) -> tuple[list[Tensor], Tensor]:
     for i, step in enumerate(parse(epilogue)):
         prev = out
         suffix = "" if not inputs else str(len(inputs))
-        if step == "bias":
-            b = te.placeholder((shape[axis],), dtype, name=f"bias{suffix}")
+        if step in _PER_CHANNEL:
+            label, stage = _PER_CHANNEL[step]
+            b = te.placeholder((shape[axis],), dtype, name=f"{label}{suffix}")
             inputs.append(b)
-            out = te.compute(shape, lambda *ix, p=prev, b=b: p[ix] + b[ix[axis]], name=f"bias_add{i}")
-        elif step == "add":
-            r = te.placeholder(shape, dtype, name=f"residual{suffix}")
+            out = te.compute(shape, lambda *ix, p=prev, b=b, f=_ARITH[step]: f(p[ix], b[ix[axis]]),
+                             name=f"{stage}{i}")
+        elif step in _FULL:
+            label, stage = _FULL[step]
+            r = te.placeholder(shape, dtype, name=f"{label}{suffix}")
             inputs.append(r)
-            out = te.compute(shape, lambda *ix, p=prev, r=r: p[ix] + r[ix], name=f"residual_add{i}")
+            out = te.compute(shape, lambda *ix, p=prev, r=r, f=_ARITH[step]: f(p[ix], r[ix]),
+                             name=f"{stage}{i}")
         else:
             out = te.compute(shape, lambda *ix, p=prev, s=step: _unary(s, p[ix], dtype), name=f"{step}{i}")
     return inputs, out
@@ -90,12 +115,12 @@ def reference(y: np.ndarray, epilogue: str, axis: int, extras: Sequence[np.ndarr
     out = y.astype(np.float64) if y.dtype.kind == "f" else y
     queue = list(extras)
     for step in parse(epilogue):
-        if step == "bias":
+        if step in _PER_CHANNEL:
             view = [1] * y.ndim
             view[axis] = -1
-            out = out + queue.pop(0).reshape(view)
-        elif step == "add":
-            out = out + queue.pop(0)
+            out = _NUMPY[step](out, queue.pop(0).reshape(view))
+        elif step in _FULL:
+            out = _NUMPY[step](out, queue.pop(0))
         elif step == "relu":
             out = np.maximum(out, 0)
         elif step == "sigmoid":

@@ -17,7 +17,9 @@ from .. import expr as te
 from ..expr import Expr, Tensor
 from ..ops.common import accumulator, check_positive, conv_out_size, pad_nchw, scaled, windows
 from ..ops.registry import workload
-from ..ops.schedules import SCHEDULES
+from ..ops.schedules import SCHEDULES, tile_conv2d_nchw
+from ..schedule import Schedule
+from ..target import Target
 from . import epilogue as epi
 
 
@@ -173,7 +175,19 @@ def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") ->
     return [data, te.compute((N, C, 1, 1), lambda n, c, y, x: total[n, c, y, x] * scale, name="pool")]
 
 
-#: fused workloads start from the naive schedule with their epilogue inlined
-SCHEDULES.update(dict.fromkeys(
-    ("fused_conv2d", "fused_dense", "fused_batch_matmul", "fused_elementwise"), epi.inline_default
-))
+def fused_conv2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """The default schedule of ``fused_conv2d``: the loops of the hand-written direct convolution
+    (:func:`~autosched.ops.schedules.conv2d_nchw_cpu`) over the output stage, the epilogue inlined
+    into it and the convolution's accumulator tile computed inside each output tile."""
+    s = epi.inline_default(tensors, target)
+    out = tensors[-1]
+    conv = s.stages["conv"].op.output(0)
+    tile_conv2d_nchw(s, out, s.cache_write(conv, "local") if out.op.name == "conv" else conv, target)
+    return s
+
+
+SCHEDULES["fused_conv2d"] = fused_conv2d_cpu
+#: the other fused workloads start from the naive schedule with their epilogue inlined
+SCHEDULES.update(
+    dict.fromkeys(("fused_dense", "fused_batch_matmul", "fused_elementwise"), epi.inline_default)
+)

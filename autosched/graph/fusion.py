@@ -1,10 +1,12 @@
 """Operator fusion (the TVM paper's rules) and task extraction.
 
 A complex operator (conv2d, dense, batch_matmul) absorbs the chain of elementwise operators that
-follows it (bias add, residual add, ReLU, GELU, sigmoid) while each link has exactly one reader
+follows it (bias add, per-channel scale, residual add, mul, sub, div, ReLU, GELU, sigmoid; a sub or
+div only when the chain's value is its first operand) while each link has exactly one reader
 and is not a graph output: the chain becomes the epilogue of one fused workload. An elementwise
 chain that follows no complex operator is one ``fused_elementwise`` workload; pooling and softmax
-are workloads of their own; reshape and concat are done by the network runtime (a view, a copy).
+(any axis), layer norm, transpose, pad and broadcast are workloads of their own; reshape and concat
+are done by the network runtime (a view, a copy).
 Identical workloads are one task whose weight is how often it occurs.
 """
 
@@ -15,11 +17,14 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..ops import Workload, get_workload
-from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, Graph, GraphError, Node
+from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node
+from .layers import shape_text, view3
 
 #: the channel axis of each anchor's output (where a bias broadcasts)
 _CHANNEL_AXIS = {"conv2d": 1, "dense": 1, "batch_matmul": 2}
-_STEP = {"bias_add": "bias", "add": "add", "relu": "relu", "gelu": "gelu", "sigmoid": "sigmoid"}
+_STEP = {"bias_add": "bias", "scale": "scale", **{op: op for op in ELEMENTWISE_OPS - PER_CHANNEL_OPS}}
+#: elementwise operators whose chained value must be the first operand
+_ORDERED = frozenset({"sub", "div"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,9 @@ def _chain(
         nxt = users[value][0]
         if nxt.op not in ELEMENTWISE_OPS or nxt.inputs.count(value) != 1 or nxt.output in taken:
             break
-        if nxt.op == "bias_add" and (nxt.inputs[0] != value or nxt.attr("axis") != axis):
+        if nxt.op in PER_CHANNEL_OPS and (nxt.inputs[0] != value or nxt.attr("axis") != axis):
+            break
+        if nxt.op in _ORDERED and nxt.inputs[0] != value:
             break
         nodes.append(nxt)
         extras.extend(v for v in nxt.inputs if v != value)
@@ -89,21 +96,34 @@ def _single_workload(graph: Graph, node: Node) -> Workload:
     if node.op == "global_avg_pool2d":
         return get_workload("global_avg_pool2d", shape)
     if node.op == "softmax":
-        return get_workload("softmax", (math.prod(shape[:-1]), shape[-1]))
+        axis = dict(node.attrs).get("axis", len(shape) - 1)
+        if axis == len(shape) - 1:
+            return get_workload("softmax", (math.prod(shape[:-1]), shape[-1]))
+        return get_workload("softmax_axis", view3(shape, axis))
+    if node.op == "layer_norm":
+        return get_workload("layer_norm", (math.prod(shape[:-1]), shape[-1], node.attr("eps")))
+    if node.op == "transpose":
+        return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm")))))
+    if node.op == "pad":
+        pads = ",".join(map(str, node.attr("pads")))
+        return get_workload("pad", (shape_text(shape), pads, node.attr("value")))
+    if node.op == "broadcast":
+        out = graph.shapes[node.output]
+        ranked = (1,) * (len(out) - len(shape)) + shape
+        return get_workload("broadcast_to", (shape_text(ranked), shape_text(out)))
     raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
 
 
 def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]], taken: set[str]) -> Group:
     shape = graph.shapes[start.output]
-    axis = start.attr("axis") if start.op == "bias_add" else min(1, len(shape) - 1)
+    axis = start.attr("axis") if start.op in PER_CHANNEL_OPS else min(1, len(shape) - 1)
     data = start.inputs[0]
     nodes = [start]
     extras = list(start.inputs[1:])
     more, more_extras = _chain(graph, start, axis, users, taken)
     nodes += more
     extras += more_extras
-    view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
-    wl = get_workload("fused_elementwise", (*view, _epilogue(nodes)))
+    wl = get_workload("fused_elementwise", (*view3(shape, axis), _epilogue(nodes)))
     return Group(tuple(nodes), (data, *extras), nodes[-1].output, wl)
 
 

@@ -26,7 +26,9 @@ Shape = tuple[int, ...]
 #: operators that make a fused group's anchor (the TVM paper's complex-out-fusable operators)
 COMPLEX_OPS = frozenset({"conv2d", "dense", "batch_matmul"})
 #: elementwise operators that fuse into the preceding operator's output stage
-ELEMENTWISE_OPS = frozenset({"bias_add", "add", "relu", "gelu", "sigmoid"})
+ELEMENTWISE_OPS = frozenset({"bias_add", "scale", "add", "mul", "sub", "div", "relu", "gelu", "sigmoid"})
+#: elementwise operators with a per-channel vector operand (and an ``axis`` attribute)
+PER_CHANNEL_OPS = frozenset({"bias_add", "scale"})
 #: operators that move no data through a kernel: views and copies done by the network runtime
 LAYOUT_OPS = frozenset({"reshape", "concat"})
 
@@ -186,19 +188,78 @@ class GraphBuilder:
         (n, c, _, _), = self._ranks("global_avg_pool2d", name, (x, 4))
         return self._add("global_avg_pool2d", (x,), (n, c, 1, 1), name)
 
-    def bias_add(self, x: str, b: str, axis: int = 1, *, name: str | None = None) -> str:
-        """x + b broadcast along ``axis`` (b has x's extent on that axis)."""
+    def _per_channel(self, op: str, x: str, v: str, axis: int, name: str | None) -> str:
         shape = self.shape(x)
         axis = axis % len(shape)
-        if self.shape(b) != (shape[axis],):
-            raise self._fail("bias_add", name, f"bias {self.shape(b)} does not fit axis {axis} of {shape}")
-        return self._add("bias_add", (x, b), shape, name, axis=axis)
+        if self.shape(v) != (shape[axis],):
+            raise self._fail(op, name, f"vector {self.shape(v)} does not fit axis {axis} of {shape}")
+        return self._add(op, (x, v), shape, name, axis=axis)
+
+    def bias_add(self, x: str, b: str, axis: int = 1, *, name: str | None = None) -> str:
+        """x + b broadcast along ``axis`` (b has x's extent on that axis)."""
+        return self._per_channel("bias_add", x, b, axis, name)
+
+    def scale(self, x: str, s: str, axis: int = 1, *, name: str | None = None) -> str:
+        """x * s broadcast along ``axis`` (s has x's extent on that axis)."""
+        return self._per_channel("scale", x, s, axis, name)
+
+    def _binary(self, op: str, a: str, b: str, name: str | None) -> str:
+        if self.shape(a) != self.shape(b):
+            raise self._fail(op, name, f"shapes {self.shape(a)} and {self.shape(b)} differ (broadcast first)")
+        return self._add(op, (a, b), self.shape(a), name)
 
     def add(self, a: str, b: str, *, name: str | None = None) -> str:
         """a + b, same shapes (a residual connection)."""
-        if self.shape(a) != self.shape(b):
-            raise self._fail("add", name, f"shapes {self.shape(a)} and {self.shape(b)} differ")
-        return self._add("add", (a, b), self.shape(a), name)
+        return self._binary("add", a, b, name)
+
+    def mul(self, a: str, b: str, *, name: str | None = None) -> str:
+        """a * b, same shapes."""
+        return self._binary("mul", a, b, name)
+
+    def sub(self, a: str, b: str, *, name: str | None = None) -> str:
+        """a - b, same shapes."""
+        return self._binary("sub", a, b, name)
+
+    def div(self, a: str, b: str, *, name: str | None = None) -> str:
+        """a / b, same shapes."""
+        return self._binary("div", a, b, name)
+
+    def broadcast(self, x: str, shape: Sequence[int], *, name: str | None = None) -> str:
+        """x repeated to ``shape`` by numpy's rules (a copy)."""
+        target = tuple(int(d) for d in shape)
+        try:
+            fits = np.broadcast_shapes(self.shape(x), target) == target
+        except ValueError:
+            fits = False
+        if not fits:
+            raise self._fail("broadcast", name, f"{self.shape(x)} does not broadcast to {target}")
+        return self._add("broadcast", (x,), target, name)
+
+    def transpose(self, x: str, perm: Sequence[int], *, name: str | None = None) -> str:
+        """x with its axes permuted (output axis i is input axis ``perm[i]``)."""
+        shape = self.shape(x)
+        order = tuple(int(p) for p in perm)
+        if sorted(order) != list(range(len(shape))):
+            raise self._fail("transpose", name, f"{list(order)} is not a permutation of {len(shape)} axes")
+        return self._add("transpose", (x,), tuple(shape[p] for p in order), name, perm=order)
+
+    def pad(self, x: str, pads: Sequence[int], value: float = 0.0, *, name: str | None = None) -> str:
+        """x with ``pads`` elements of ``value`` around it (ONNX order: all begins, then all ends)."""
+        shape = self.shape(x)
+        widths = tuple(int(p) for p in pads)
+        if len(widths) != 2 * len(shape) or min(widths) < 0:
+            raise self._fail("pad", name, f"pads {list(widths)} must be {2 * len(shape)} non-negative ints")
+        out = tuple(d + widths[i] + widths[i + len(shape)] for i, d in enumerate(shape))
+        return self._add("pad", (x,), out, name, pads=widths, value=float(value))
+
+    def layer_norm(self, x: str, gamma: str, beta: str, eps: float = 1e-5, *, name: str | None = None) -> str:
+        """Normalize x over its last axis, then * gamma + beta (both of the last axis's extent)."""
+        shape = self.shape(x)
+        for v in (gamma, beta):
+            if self.shape(v) != shape[-1:]:
+                fit = f"{v!r} {self.shape(v)} does not fit the last axis of {shape}"
+                raise self._fail("layer_norm", name, fit)
+        return self._add("layer_norm", (x, gamma, beta), shape, name, eps=float(eps))
 
     def relu(self, x: str, *, name: str | None = None) -> str:
         """max(x, 0)."""
@@ -212,9 +273,12 @@ class GraphBuilder:
         """1 / (1 + exp(-x))."""
         return self._add("sigmoid", (x,), self.shape(x), name)
 
-    def softmax(self, x: str, *, name: str | None = None) -> str:
-        """Softmax over the last axis."""
-        return self._add("softmax", (x,), self.shape(x), name)
+    def softmax(self, x: str, axis: int = -1, *, name: str | None = None) -> str:
+        """Softmax over ``axis`` (default the last)."""
+        rank = len(self.shape(x))
+        if not -rank <= axis < rank:
+            raise self._fail("softmax", name, f"axis {axis} is out of range for rank {rank}")
+        return self._add("softmax", (x,), self.shape(x), name, axis=axis % rank)
 
     def reshape(self, x: str, shape: Sequence[int], *, name: str | None = None) -> str:
         """The same elements in a new shape (one -1 allowed)."""

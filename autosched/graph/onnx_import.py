@@ -1,34 +1,27 @@
 """``asc.from_onnx(path_or_model)``: an ONNX model (opset >= 13) as a :class:`~.ir.Graph`.
 
-Supported operators: Conv (groups, symmetric pads, equal strides), BatchNormalization right after
-a Conv (folded into its weights and bias), Gemm, MatMul, Add, Relu, Sigmoid, Gelu (opset 20, or
-the ``x * 0.5 * (1 + erf(x / sqrt(2)))`` subgraph exporters write for older opsets), Softmax (last
-axis), MaxPool, AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and
-Constant. Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
+Supported operators: Conv (groups, symmetric pads, equal strides), BatchNormalization (folded into
+the weights and bias of a Conv right before it, else a per-channel scale and bias), Gemm, MatMul,
+Add, Sub, Mul, Div (numpy broadcasting; a scalar or per-channel constant becomes a bias or scale
+vector), Relu, Sigmoid, Gelu (opset 20, or the ``x * 0.5 * (1 + erf(x / sqrt(2)))`` subgraph
+exporters write for older opsets), Softmax (any axis), LayerNormalization (the last axis),
+Transpose, Pad (constant mode; a zero spatial Pad before a Conv becomes its padding), MaxPool,
+AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and Constant.
+Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .ir import Graph, GraphBuilder, GraphError
+from .onnx_rewrite import OnnxNode, find_gelu, fold_batch_norm, fold_constants, fold_pad, pad_widths
 
 MIN_OPSET = 13
-
-
-@dataclass(slots=True)
-class _OnnxNode:
-    op: str
-    name: str
-    inputs: list[str]
-    outputs: list[str]
-    attrs: dict[str, Any] = field(default_factory=dict)
 
 
 def _load(model: Any) -> Any:
@@ -85,7 +78,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     _opset(proto, where)
     consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
     nodes = [
-        _OnnxNode(n.op_type, n.name or f"{n.op_type}#{i}", list(n.input), list(n.output),
+        OnnxNode(n.op_type, n.name or f"{n.op_type}#{i}", list(n.input), list(n.output),
                   {a.name: helper.get_attribute_value(a) for a in n.attribute})
         for i, n in enumerate(proto.graph.node)
     ]
@@ -94,7 +87,9 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
             if "value" not in n.attrs:
                 raise GraphError(f"Constant node {n.name!r}: only the 'value' attribute is supported")
             consts[n.outputs[0]] = numpy_helper.to_array(n.attrs["value"])
-    nodes = _fold_batch_norm(_find_gelu([n for n in nodes if n.op != "Constant"], consts), consts)
+    nodes = fold_constants([n for n in nodes if n.op != "Constant"], consts)
+    nodes = fold_batch_norm(find_gelu(nodes, consts), consts)
+    nodes = fold_pad(nodes, consts, {o.name for o in proto.graph.output})
     b = GraphBuilder(proto.graph.name or "model")
     values: dict[str, str] = {}
     for inp in proto.graph.input:
@@ -107,87 +102,16 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     return b.build()
 
 
-def _scalar(consts: dict[str, np.ndarray], name: str, value: float) -> bool:
-    return name in consts and consts[name].size == 1 and abs(float(consts[name].reshape(())) - value) < 1e-4
-
-
-def _find_gelu(nodes: list[_OnnxNode], consts: dict[str, np.ndarray]) -> list[_OnnxNode]:
-    """Nodes with each erf-form GELU subgraph (Div by sqrt 2 or Mul by 1/sqrt 2, Erf, Add 1, and
-    the two products by x and 0.5 in either order) replaced by one Gelu node."""
-    readers: dict[str, list[_OnnxNode]] = {}
-    producer = {o: n for n in nodes for o in n.outputs}
-    for n in nodes:
-        for v in n.inputs:
-            readers.setdefault(v, []).append(n)
-
-    def only(value: str, op: str) -> _OnnxNode | None:
-        users = readers.get(value, [])
-        return users[0] if len(users) == 1 and users[0].op == op else None
-
-    def other(n: _OnnxNode, value: str) -> str:
-        return n.inputs[1] if n.inputs[0] == value else n.inputs[0]
-
-    dropped: set[int] = set()
-    for erf in [n for n in nodes if n.op == "Erf"]:
-        scale = producer.get(erf.inputs[0])
-        if scale is None or scale.op not in ("Div", "Mul"):
-            continue
-        x = scale.inputs[0]
-        factor = (math.sqrt(2.0) if scale.op == "Div" else 1 / math.sqrt(2.0))
-        plus = only(erf.outputs[0], "Add")
-        if not _scalar(consts, scale.inputs[1], factor) or plus is None:
-            continue
-        mul1 = only(plus.outputs[0], "Mul")
-        if not _scalar(consts, other(plus, erf.outputs[0]), 1.0) or mul1 is None:
-            continue
-        mul2 = only(mul1.outputs[0], "Mul")
-        half_first = _scalar(consts, other(mul1, plus.outputs[0]), 0.5)
-        if mul2 is None or not (half_first or other(mul1, plus.outputs[0]) == x):
-            continue
-        rest = other(mul2, mul1.outputs[0])
-        if not (rest == x if half_first else _scalar(consts, rest, 0.5)):
-            continue
-        dropped |= {id(scale), id(erf), id(plus), id(mul1)}
-        mul2.op, mul2.inputs, mul2.attrs = "Gelu", [x], {}
-    return [n for n in nodes if id(n) not in dropped]
-
-
-def _fold_batch_norm(nodes: list[_OnnxNode], consts: dict[str, np.ndarray]) -> list[_OnnxNode]:
-    """Nodes with each BatchNormalization that follows a Conv (its only reader) folded into it."""
-    producer = {o: n for n in nodes for o in n.outputs}
-    readers: dict[str, int] = {}
-    for n in nodes:
-        for v in n.inputs:
-            readers[v] = readers.get(v, 0) + 1
-    kept = []
-    for n in nodes:
-        conv = producer.get(n.inputs[0]) if n.op == "BatchNormalization" and n.inputs else None
-        if conv is None or conv.op != "Conv" or readers.get(n.inputs[0], 0) != 1:
-            kept.append(n)
-            continue
-        if not all(v in consts for v in n.inputs[1:5]) or conv.inputs[1] not in consts:
-            raise GraphError(
-                f"BatchNormalization node {n.name!r}: its parameters and the Conv's weight must be constants"
-            )
-        gamma, beta, mean, var = (consts[v].astype(np.float64) for v in n.inputs[1:5])
-        scale = gamma / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
-        weight = consts[conv.inputs[1]].astype(np.float64)
-        bias = consts[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
-        wname, bname = f"{conv.name}.folded_weight", f"{conv.name}.folded_bias"
-        consts[wname] = (weight * scale[:, None, None, None]).astype(np.float32)
-        consts[bname] = ((bias - mean) * scale + beta).astype(np.float32)
-        conv.inputs = [conv.inputs[0], wname, bname]
-        conv.outputs = [n.outputs[0]]
-    return kept
-
-
 class _Importer:
     """Converts ONNX nodes one by one into builder calls."""
 
     def __init__(self, b: GraphBuilder, values: dict[str, str], consts: dict[str, np.ndarray]) -> None:
         self.b, self.values, self.consts = b, values, consts
-        self.ops: dict[str, Callable[[_OnnxNode], str]] = {
-            "Conv": self._conv, "Gemm": self._gemm, "MatMul": self._matmul, "Add": self._add,
+        self.ops: dict[str, Callable[[OnnxNode], str]] = {
+            "Conv": self._conv, "Gemm": self._gemm, "MatMul": self._matmul,
+            **dict.fromkeys(("Add", "Sub", "Mul", "Div"), self._binary),
+            "BatchNormalization": self._batch_norm, "LayerNormalization": self._layer_norm,
+            "Transpose": self._transpose, "Pad": self._pad,
             "Relu": lambda n: b.relu(self.value(n.inputs[0]), name=n.name),
             "Sigmoid": lambda n: b.sigmoid(self.value(n.inputs[0]), name=n.name),
             "Gelu": self._gelu, "Softmax": self._softmax, "MaxPool": self._pool, "AveragePool": self._pool,
@@ -204,7 +128,7 @@ class _Importer:
             self.values[name] = self.b.constant(self.consts[name], name)
         return self.values[name]
 
-    def convert(self, n: _OnnxNode) -> None:
+    def convert(self, n: OnnxNode) -> None:
         """Add node ``n`` to the graph."""
         convert = self.ops.get(n.op)
         if convert is None:
@@ -214,12 +138,12 @@ class _Importer:
         except GraphError as e:
             raise GraphError(f"{n.op} node {n.name!r}: {e}") from None
 
-    def _const(self, n: _OnnxNode, i: int, what: str) -> np.ndarray:
+    def _const(self, n: OnnxNode, i: int, what: str) -> np.ndarray:
         if i >= len(n.inputs) or n.inputs[i] not in self.consts:
             raise GraphError(f"the {what} must be a constant")
         return self.consts[n.inputs[i]]
 
-    def _conv(self, n: _OnnxNode) -> str:
+    def _conv(self, n: OnnxNode) -> str:
         a = n.attrs
         pads, strides = list(a.get("pads", [0, 0, 0, 0])), list(a.get("strides", [1, 1]))
         if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or len(set(pads)) > 1:
@@ -231,7 +155,7 @@ class _Importer:
         return self.b.conv2d(self.value(n.inputs[0]), self.value(n.inputs[1]), bias, stride=int(strides[0]),
                              pad=int(pads[0]), groups=int(a.get("group", 1)), name=n.name)
 
-    def _gemm(self, n: _OnnxNode) -> str:
+    def _gemm(self, n: OnnxNode) -> str:
         a = n.attrs
         if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
             raise GraphError("only Gemm with transA=0, alpha=1, beta=1 is supported")
@@ -246,7 +170,7 @@ class _Importer:
             bias = self.b.constant(c.reshape(-1), f"{n.name}.bias") if flat else self.value(n.inputs[2])
         return self.b.dense(self.value(n.inputs[0]), self.value(wname), bias, name=n.name)
 
-    def _matmul(self, n: _OnnxNode) -> str:
+    def _matmul(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
         shape = self.b.shape(x)
         if n.inputs[1] in self.consts and self.consts[n.inputs[1]].ndim == 2:
@@ -263,36 +187,95 @@ class _Importer:
             return self.b.reshape(out, self.b.shape(out)[1:])
         return self.b.batch_matmul(x, y, name=n.name)
 
-    def _add(self, n: _OnnxNode) -> str:
-        x_name, y_name = n.inputs
-        if x_name in self.consts and y_name not in self.consts:
-            x_name, y_name = y_name, x_name
-        x = self.value(x_name)
-        shape = self.b.shape(x)
-        if y_name in self.consts:
-            c = self.consts[y_name]
-            squeezed = [i for i, d in enumerate(c.shape) if d != 1]
-            axis = len(shape) - c.ndim + squeezed[0] if len(squeezed) == 1 else len(shape) - 1
-            if c.size == shape[axis] and c.ndim <= len(shape):
-                bias = self.b.constant(c.reshape(-1), f"{y_name}.bias")
-                return self.b.bias_add(x, bias, axis=axis, name=n.name)
-            if c.shape != shape:
-                raise GraphError(f"a constant of shape {c.shape} broadcast to {shape} is not supported")
-        return self.b.add(x, self.value(y_name), name=n.name)
+    def _shape_of(self, name: str) -> tuple[int, ...]:
+        return tuple(self.consts[name].shape) if name in self.consts else self.b.shape(self.value(name))
 
-    def _gelu(self, n: _OnnxNode) -> str:
+    def _expanded(self, name: str, shape: tuple[int, ...]) -> str:
+        """The value ``name`` at ``shape``: a constant repeated now, a computed value by a kernel."""
+        if name in self.consts and self.consts[name].shape != shape:
+            return self.b.constant(np.broadcast_to(self.consts[name], shape))
+        value = self.value(name)
+        return value if self.b.shape(value) == shape else self.b.broadcast(value, shape)
+
+    def _vector(self, x: str, c: np.ndarray) -> tuple[np.ndarray, int] | None:
+        """The constant ``c`` as a vector along one axis of ``x`` (a scalar: along the channels,
+        axis 1 of a 4-D tensor, else the last), or None if it is not one."""
+        shape = self.b.shape(x)
+        try:
+            if np.broadcast_shapes(shape, c.shape) != shape:
+                return None
+        except ValueError:
+            return None
+        if c.size == 1:
+            axis = 1 if len(shape) == 4 else len(shape) - 1
+            return np.full(shape[axis], c.reshape(()), np.float64), axis
+        wide = [i for i, d in enumerate(c.shape) if d != 1]
+        return (c.reshape(-1).astype(np.float64), len(shape) - c.ndim + wide[0]) if len(wide) == 1 else None
+
+    def _binary(self, n: OnnxNode) -> str:
+        x_name, y_name = n.inputs
+        if n.op in ("Add", "Mul") and x_name in self.consts and y_name not in self.consts:
+            x_name, y_name = y_name, x_name
+        if y_name in self.consts and x_name not in self.consts:
+            x = self.value(x_name)
+            found = self._vector(x, self.consts[y_name])
+            if found is not None:
+                vector, axis = found
+                if n.op in ("Add", "Sub"):
+                    bias = self.b.constant(vector if n.op == "Add" else -vector)
+                    return self.b.bias_add(x, bias, axis=axis, name=n.name)
+                factor = self.b.constant(vector if n.op == "Mul" else 1.0 / vector)
+                return self.b.scale(x, factor, axis=axis, name=n.name)
+        try:
+            shape = tuple(np.broadcast_shapes(self._shape_of(x_name), self._shape_of(y_name)))
+        except ValueError:
+            shapes = f"{self._shape_of(x_name)} and {self._shape_of(y_name)}"
+            raise GraphError(f"shapes {shapes} do not broadcast") from None
+        a, b = self._expanded(x_name, shape), self._expanded(y_name, shape)
+        method = {"Add": self.b.add, "Sub": self.b.sub, "Mul": self.b.mul, "Div": self.b.div}[n.op]
+        return method(a, b, name=n.name)
+
+    def _batch_norm(self, n: OnnxNode) -> str:
+        if n.attrs.get("training_mode", 0):
+            raise GraphError("only BatchNormalization in inference mode is supported")
+        gamma, beta, mean, var = (self._const(n, i, "parameter").astype(np.float64) for i in range(1, 5))
+        factor = gamma / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
+        scaled = self.b.scale(self.value(n.inputs[0]), self.b.constant(factor), axis=1)
+        return self.b.bias_add(scaled, self.b.constant(beta - mean * factor), axis=1, name=n.name)
+
+    def _layer_norm(self, n: OnnxNode) -> str:
+        x = self.value(n.inputs[0])
+        rank = len(self.b.shape(x))
+        if int(n.attrs.get("axis", -1)) % rank != rank - 1:
+            raise GraphError("only LayerNormalization over the last axis is supported")
+        if any(n.outputs[1:]):
+            raise GraphError("only the first output (Y) of LayerNormalization is supported")
+        gamma = self._const(n, 1, "scale")
+        beta = self._const(n, 2, "bias") if len(n.inputs) > 2 and n.inputs[2] else np.zeros_like(gamma)
+        eps = float(n.attrs.get("epsilon", 1e-5))
+        return self.b.layer_norm(x, self.b.constant(gamma), self.b.constant(beta), eps, name=n.name)
+
+    def _transpose(self, n: OnnxNode) -> str:
+        x = self.value(n.inputs[0])
+        rank = len(self.b.shape(x))
+        perm = [int(p) for p in n.attrs.get("perm", range(rank - 1, -1, -1))]
+        return x if perm == list(range(rank)) else self.b.transpose(x, perm, name=n.name)
+
+    def _pad(self, n: OnnxNode) -> str:
+        widths, value = pad_widths(n, self.consts)
+        x = self.value(n.inputs[0])
+        return self.b.pad(x, widths, value, name=n.name) if any(widths) else x
+
+    def _gelu(self, n: OnnxNode) -> str:
         if n.attrs.get("approximate", "none") not in ("none", b"none"):
             raise GraphError("only the exact (erf) Gelu is supported")
         return self.b.gelu(self.value(n.inputs[0]), name=n.name)
 
-    def _softmax(self, n: _OnnxNode) -> str:
+    def _softmax(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
-        rank = len(self.b.shape(x))
-        if int(n.attrs.get("axis", -1)) % rank != rank - 1:
-            raise GraphError("only Softmax over the last axis is supported")
-        return self.b.softmax(x, name=n.name)
+        return self.b.softmax(x, int(n.attrs.get("axis", -1)), name=n.name)
 
-    def _pool(self, n: _OnnxNode) -> str:
+    def _pool(self, n: OnnxNode) -> str:
         a = n.attrs
         kernel, strides = list(a["kernel_shape"]), list(a.get("strides", [1, 1]))
         pads = list(a.get("pads", [0, 0, 0, 0]))
@@ -303,16 +286,16 @@ class _Importer:
         pool = self.b.max_pool2d if n.op == "MaxPool" else self.b.avg_pool2d
         return pool(self.value(n.inputs[0]), int(kernel[0]), int(strides[0]), int(pads[0]), name=n.name)
 
-    def _reshape(self, n: _OnnxNode) -> str:
+    def _reshape(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
         target = [int(d) for d in self._const(n, 1, "shape")]
         shape = self.b.shape(x)
         new = [shape[i] if d == 0 and not n.attrs.get("allowzero", 0) else d for i, d in enumerate(target)]
         return self.b.reshape(x, new, name=n.name)
 
-    def _flatten(self, n: _OnnxNode) -> str:
+    def _flatten(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
         return self.b.flatten(x, int(n.attrs.get("axis", 1)) % len(self.b.shape(x)), name=n.name)
 
-    def _concat(self, n: _OnnxNode) -> str:
+    def _concat(self, n: OnnxNode) -> str:
         return self.b.concat([self.value(v) for v in n.inputs], int(n.attrs["axis"]), name=n.name)

@@ -3,7 +3,9 @@
 The task scheduler (:mod:`autosched.search.scheduler`) decides which task gets each round; a round
 is one :func:`autosched.tune` call that resumes the task from the shared log, so a network run
 that stops resumes the same way: run it again with the same log, and the trials already in the log
-count toward ``trials``.
+count toward ``trials``. The builder and runner (and with them their worker processes, or the
+cluster connection) are made once per run and handed to every round; they are closed when the run
+ends, fails or is interrupted.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends import backend_for
+from ..cluster import Executor, executor_for
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
-from ..runner.measure import MeasureErrorNo, MeasureOption
+from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, Runner
 from ..search.scheduler import Round, TaskScheduler, TaskState
 from ..search.tune import tune
 from ..task import Task
@@ -71,6 +76,23 @@ def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
     return show
 
 
+def _measurers(
+    task: Task, option: MeasureOption | None, executor: Executor, stack: ExitStack
+) -> tuple[Builder, Runner]:
+    """The builder and runner of every round (as :func:`autosched.tune` makes its own), each one
+    closed by ``stack``."""
+    opt = option or MeasureOption()
+    backend = backend_for(task.target)
+    runner = executor.runner(backend, opt, task.target)
+    make_builder = getattr(runner, "make_builder", None)  # a runner that needs its own builds
+    builder = make_builder(opt) if make_builder is not None else executor.builder(backend, opt)
+    for part in (runner, builder):
+        close = getattr(part, "close", None)
+        if close is not None:
+            stack.callback(close)
+    return builder, runner
+
+
 def tune_network(
     graph: Graph,
     trials: int = 1000,
@@ -85,12 +107,17 @@ def tune_network(
     option: MeasureOption | None = None,
     progress: bool = False,
     callback: Callable[[Round], None] | None = None,
+    cluster: Any = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
     in the working directory, the name made file-safe). ``round_trials`` (default:
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
-    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round."""
+    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
+    ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
+    connection for the whole run; see :func:`autosched.tune`). Each task's first trial is its untuned
+    default schedule (what :func:`build_network` runs without a record), so a tuned network is never
+    slower than the untuned one by its measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     tasks = network_tasks(graph, target)
@@ -106,20 +133,26 @@ def tune_network(
         states.append(state)
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
     sched = TaskScheduler(states, scheduler, size, seed=seed)
-
-    def tune_round(i: int, n: int) -> tuple[int, float]:
-        result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
-                      seed=seed + states[i].trials, option=option, remeasure=0)
-        best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
-        return result.trials, best
-
     shows = [f for f in (_print_round(tasks, trials) if progress else None, callback) if f is not None]
 
     def each_round(r: Round) -> None:
         for show in shows:
             show(r)
 
-    sched.run(trials, tune_round, each_round)
+    with ExitStack() as stack:  # closes the builder, the runner and the executor however the run ends
+        executor = executor_for(cluster)
+        if not isinstance(cluster, Executor):
+            stack.callback(executor.close)
+        builder, runner = _measurers(tasks[0], option, executor, stack)
+
+        def tune_round(i: int, n: int) -> tuple[int, float]:
+            result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
+                          seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor,
+                          builder=builder, runner=runner, measure_default=True)
+            best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
+            return result.trials, best
+
+        sched.run(trials, tune_round, each_round)
     summary = [
         {"workload": str(t.workload), "weight": s.weight, "trials": s.trials,
          "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}

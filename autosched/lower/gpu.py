@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..dtypes import dtype as dtype_info
-from ..expr import Expr, walk
+from ..expr import Expr, Var, walk
 from ..schedule import ScheduleError
+from . import ir
 from .ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
-from .simplify import conjoin
+from .simplify import conjoin, conjuncts
 
 #: the launch axes, in (x, y, z) order
 GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -45,6 +46,11 @@ class GpuKernel:
         """Threads per block."""
         return self.block[0] * self.block[1] * self.block[2]
 
+    def __str__(self) -> str:
+        shared = "".join(f" shared {b.name}: {b.dtype}[{b.size}]" for b in self.shared)
+        head = f"kernel {self.name} grid={self.grid} block={self.block}{shared} {{"
+        return "\n".join([head, *("  " + ln for ln in ir.format_stmt(self.body)), "}"])
+
 
 @dataclass(frozen=True, slots=True)
 class GpuFunc:
@@ -60,6 +66,11 @@ class GpuFunc:
     def params(self) -> tuple[Buffer, ...]:
         """The buffers every kernel takes, in order."""
         return self.args + self.temps
+
+    def __str__(self) -> str:
+        sig = ", ".join(f"{b.name}: {b.dtype}{ir.shape_str(b.shape)}" for b in self.params)
+        kernels = [ln for k in self.kernels for ln in str(k).split("\n")]
+        return "\n".join([f"gpu func {self.name}({sig}) {{", *("  " + ln for ln in kernels), "}"])
 
 
 def split_kernels(func: PrimFunc, max_threads: int, shared_bytes: int) -> GpuFunc:
@@ -231,27 +242,55 @@ def _has_barrier(s: Stmt) -> bool:
     return any(isinstance(x, Barrier) for x in _stmts(s))
 
 
-def _hoist(s: Stmt) -> Stmt:
+def _hoist(s: Stmt, threads: frozenset[str] = frozenset()) -> Stmt:
     """Move guards that enclose a barrier inside, down to the statements around it, so that every
-    thread reaches the barrier (a guard reads loop variables and sizes only: moving it is exact)."""
+    thread reaches the barrier (a guard reads loop variables and sizes only: moving it is exact).
+    A statement that writes shared memory only (a cooperative fetch) serves the whole block: it
+    keeps the parts of the guard that do not read the enclosing ``threads`` (thread loop names),
+    so that no thread skips its share of the fetch because its own outputs are out of range."""
     if isinstance(s, IfThenElse) and _has_barrier(s):
         if s.otherwise is not None:
             raise ScheduleError("a barrier inside an if/else branch: threads would not all reach it")
         inner = s.then
         if isinstance(inner, (Barrier, Allocate)):
             return inner
-        if isinstance(inner, Seq):
-            return seq(_hoist(IfThenElse(s.cond, x)) for x in inner.stmts)
+        if isinstance(inner, Seq):  # a declaration stays in the block, unguarded, for its users
+            return seq(
+                x if isinstance(x, Allocate) else _hoist(_guard(s.cond, x, threads), threads)
+                for x in inner.stmts
+            )
         if isinstance(inner, For):
-            body = _hoist(IfThenElse(s.cond, inner.body))
+            body = _hoist(IfThenElse(s.cond, inner.body), _inside(inner, threads))
             return replace(inner, body=body)
         if isinstance(inner, IfThenElse) and inner.otherwise is None:
-            return _hoist(IfThenElse(conjoin([s.cond, inner.cond]), inner.then))
+            return _hoist(IfThenElse(conjoin([s.cond, inner.cond]), inner.then), threads)
         raise ScheduleError("a barrier inside an if/else branch: threads would not all reach it")
     if isinstance(s, IfThenElse):
         return s
     if isinstance(s, Seq):
-        return seq(_hoist(x) for x in s.stmts)
+        return seq(_hoist(x, threads) for x in s.stmts)
     if isinstance(s, For):
-        return For(s.var, s.begin, s.extent, s.kind, _hoist(s.body), s.thread, s.auto_unroll)
+        body = _hoist(s.body, _inside(s, threads))
+        return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
     return s
+
+
+def _reads(e: Expr, names: frozenset[str]) -> bool:
+    """Whether ``e`` reads a variable named in ``names``."""
+    return any(isinstance(n, Var) and n.name in names for n in walk(e))
+
+
+def _inside(loop: For, threads: frozenset[str]) -> frozenset[str]:
+    """The thread loop names in scope inside ``loop``."""
+    return threads | {loop.var.name} if loop.thread in BLOCK_TAGS else threads
+
+
+def _guard(cond: Expr, s: Stmt, threads: frozenset[str]) -> Stmt:
+    """``s`` under ``cond``, less the parts that read ``threads`` when ``s`` writes shared memory only."""
+    stored = _stored(s)
+    if stored and all(b.scope == "shared" for b in stored):
+        keep = [c for c in conjuncts(cond) if not _reads(c, threads)]
+        if not keep:
+            return s
+        cond = conjoin(keep)
+    return IfThenElse(cond, s)

@@ -35,10 +35,16 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _split_extents(e: Extent, factor: int | None, nparts: int | None) -> tuple[Extent, Extent]:
+def _split_extents(
+    e: Extent, factor: int | None, nparts: int | None, threads: bool = False
+) -> tuple[Extent, Extent]:
     """(outer, inner) extents of a split of ``e``; a symbolic ``e`` gets the factor (or nparts)
-    as is and a ceil-divided partner (a guard keeps the last iteration in range)."""
+    as is and a ceil-divided partner (a guard keeps the last iteration in range). A factor larger
+    than ``e`` shrinks to ``e``, unless the inner side goes to GPU ``threads``: a block launches
+    every thread of its extent, and the guard masks the ones past ``e``."""
     if isinstance(e, int):
+        if factor is not None and threads:
+            return ceil_div(e, factor), factor
         if factor is not None:
             inner = min(factor, e)
             return ceil_div(e, inner), inner
@@ -49,13 +55,24 @@ def _split_extents(e: Extent, factor: int | None, nparts: int | None) -> tuple[E
     return nparts or 1, ext_ceil_div(e, nparts or 1)
 
 
+def _thread_sides(stage: Stage) -> set[str]:
+    """Axes that are, or split only into, loops bound to ``threadIdx.*``."""
+    out = {n for n, ann in stage.annotations.items() if ann.startswith("threadIdx.")}
+    for rel in reversed(stage.relations):
+        if isinstance(rel, SplitRel) and rel.outer in out and rel.inner in out:
+            out.add(rel.parent)
+    return out
+
+
 def build_loop_nest(stage: Stage, root_extents: dict[str, Extent], prefix: str) -> LoopNest:
     """Resolve ``stage``'s relations for the given root extents (ints, or expressions of shape
     variables: a split of a symbolic extent is guarded)."""
     ext = dict(root_extents)
+    threads = _thread_sides(stage)
     for rel in stage.relations:
         if isinstance(rel, SplitRel):
-            ext[rel.outer], ext[rel.inner] = _split_extents(ext[rel.parent], rel.factor, rel.nparts)
+            split = _split_extents(ext[rel.parent], rel.factor, rel.nparts, rel.inner in threads)
+            ext[rel.outer], ext[rel.inner] = split
         else:
             ext[rel.fused] = ext_mul(ext[rel.outer], ext[rel.inner])
     leaves = []

@@ -29,6 +29,7 @@ from ..expr import (
 from ..schedule import Schedule, ScheduleError, Stage
 from ..schedule.transform import reduce_identity
 from .bounds import infer_region
+from .crossthread import lower_cross_thread, thread_reduce_leaf
 from .extern import lower_extern
 from .ir import Allocate, Buffer, BufLoad, For, IfThenElse, PrimFunc, Stmt, Store, map_children, seq
 from .loops import Leaf, LoopNest, build_loop_nest
@@ -47,6 +48,7 @@ class StageContext:
     region: list[Extent]
     bodies: tuple[Expr, ...]  # one per output
     preds: list[Expr]
+    store_pred: Expr | None = None  # the store predicate, also among ``preds``
 
 
 class Lowerer:
@@ -232,6 +234,7 @@ class Lowerer:
             self.ranges[leaf.var] = span(0, leaf.extent)
         sub: dict[Var, Expr] = {}
         preds = list(nest.predicates)
+        store_pred: Expr | None = None
         for d, iv in enumerate(op.axis):
             full = BinOp("add", bases[d], nest.values[iv.name], "int32")
             sub[iv.var] = simplify(full, self.ranges)
@@ -248,9 +251,10 @@ class Lowerer:
             lost = sorted(used - {v.name for v in by_name})
             if lost:
                 raise ScheduleError(f"the store predicate of {stage.name} uses {lost}: no longer loops")
-            preds.append(substitute(stage.store_predicate, by_name))
+            store_pred = substitute(stage.store_predicate, by_name)
+            preds.append(store_pred)
         bodies = tuple(substitute(self.body_of(stage, i), sub) for i in range(op.num_outputs))
-        ctx = StageContext(nest, bases, region, bodies, preds)
+        ctx = StageContext(nest, bases, region, bodies, preds, store_pred)
         self._contexts[stage.name] = ctx
         return ctx
 
@@ -276,10 +280,10 @@ class Lowerer:
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
         free |= {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
         if stage.scope == "shared":  # one buffer for the block: what all its threads need
-            free |= self._enclosing_threads(parent_name, pos)
+            free |= self.enclosing_threads(parent_name, pos)
         return infer_region(stage.op, bodies, free, self.ranges)
 
-    def _enclosing_threads(self, name: str, pos: int) -> dict[Var, Extent]:
+    def enclosing_threads(self, name: str, pos: int) -> dict[Var, Extent]:
         """The threadIdx-bound loops of stage ``name`` up to its leaf ``pos``, and of the stages it
         is computed in, up to their attach loops."""
         out: dict[Var, Extent] = {}
@@ -316,6 +320,8 @@ class Lowerer:
         first = ctx.bodies[0]
         if stage.tensorized:
             return lower_tensorized(self, stage, ctx, targets, extras)
+        if isinstance(first, Reduce) and thread_reduce_leaf(nest.leaves) is not None:
+            return lower_cross_thread(self, stage, ctx, first, targets, extras)
         if isinstance(first, Reduce):
             return self.lower_reduction(stage, first, nest, targets, list(ctx.preds), extras)
         stores = seq(Store(b, i, self.to_buffers(v)) for (b, i), v in zip(targets, ctx.bodies, strict=True))

@@ -2,9 +2,11 @@
 
 ``matmul_gpu`` is TVM's classic: each block computes a tile of C from tiles of A and B that its
 threads fetch cooperatively into shared memory, one slice of K at a time, each thread
-accumulating a small register tile. ``elementwise_gpu`` fuses all axes and splits them over
-blocks and threads; ``softmax_gpu`` reduces one row per thread (no cross-thread reduction yet).
-All respect the target's thread limit.
+accumulating a small register tile; ``batch_matmul_gpu`` adds the batch on ``blockIdx.z`` and
+``dense_gpu`` lays the same tiles on the bias + ReLU epilogue. ``elementwise_gpu`` fuses all axes
+and splits them over blocks and threads; ``softmax_gpu`` reduces each row across the threads of a
+block. Convolutions and pooling are in :mod:`~autosched.ops.gpu_conv`. All respect the target's
+thread limit.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from ..schedule import Schedule, create_schedule, thread_axis
 from ..target import Target
 
 
-def _threads(target: Target | str) -> int:
+def thread_limit(target: Target | str) -> int:
+    """The target's maximum threads per block."""
     limit = Target.parse(target).max_threads_per_block
     assert limit is not None, "a GPU target"
     return limit
@@ -28,11 +31,18 @@ def elementwise_gpu(tensors: list[Tensor], target: Target | str = "opencl", thre
     for stage in list(s.stages.values()):
         if not stage.is_placeholder and stage.name != out.op.name:
             stage.compute_inline()
+    bind_threads(s, out, min(threads, thread_limit(target)))
+    return s
+
+
+def bind_threads(s: Schedule, out: Tensor, threads: int) -> IterVar:
+    """``out``'s axes fused and split into blocks (``blockIdx.x``) of ``threads`` (``threadIdx.x``);
+    the thread loop is returned."""
     fused = s[out].fuse(*s[out].op.axis) if len(out.op.axis) > 1 else out.op.axis[0]
-    bx, tx = s[out].split(fused, factor=min(threads, _threads(target)))
+    bx, tx = s[out].split(fused, factor=threads)
     s[out].bind(bx, thread_axis("blockIdx.x"))
     s[out].bind(tx, thread_axis("threadIdx.x"))
-    return s
+    return tx
 
 
 def matmul_gpu(
@@ -40,59 +50,117 @@ def matmul_gpu(
 ) -> Schedule:
     """Shared-memory tiled matmul: blocks of ``block*reg`` x ``block*reg`` outputs, ``block`` x
     ``block`` threads each accumulating ``reg`` x ``reg`` in registers (a ``local`` cache), A and B
-    tiles of ``k_tile`` columns/rows fetched cooperatively into ``shared`` memory."""
-    if block * block > _threads(target):
-        raise ValueError(f"{block} x {block} threads exceed the target's limit of {_threads(target)}")
+    tiles of ``k_tile`` columns/rows fetched cooperatively into ``shared`` memory. Leading (batch)
+    axes go to ``blockIdx.z``."""
     A, B, C = tensors
     s = create_schedule(C)
-    a_sh = s.cache_read(A, "shared", [C])
-    b_sh = s.cache_read(B, "shared", [C])
     acc = s.cache_write(C, "local")
-    i, j = s[C].op.axis
-    by, ty, ii = _split2(s, C, i, block, reg)
-    bx, tx, ji = _split2(s, C, j, block, reg)
-    s[C].reorder(by, bx, ty, tx, ii, ji)
-    s[C].bind(by, thread_axis("blockIdx.y"))
-    s[C].bind(bx, thread_axis("blockIdx.x"))
-    s[C].bind(ty, thread_axis("threadIdx.y"))
-    s[C].bind(tx, thread_axis("threadIdx.x"))
-    s[acc].compute_at(s[C], tx)
-    ai, aj = s[acc].op.axis
-    (k,) = s[acc].op.reduce_axis
-    ko, ki = s[acc].split(k, factor=k_tile)
-    s[acc].reorder(ko, ki, ai, aj)
-    for cache in (a_sh, b_sh):
-        s[cache].compute_at(s[acc], ko)
-        fused = s[cache].fuse(*s[cache].op.axis)
-        rest, t = s[cache].split(fused, factor=block * block)
-        t_y, t_x = s[cache].split(t, factor=block)
-        s[cache].bind(t_y, thread_axis("threadIdx.y"))
-        s[cache].bind(t_x, thread_axis("threadIdx.x"))
+    _tiled_gemm(s, C, acc, [A, B], target, block, reg, k_tile)
     return s
 
 
+def batch_matmul_gpu(
+    tensors: list[Tensor], target: Target | str = "opencl", block: int = 8, reg: int = 4, k_tile: int = 8
+) -> Schedule:
+    """batch_matmul as :func:`matmul_gpu` with the batch index on ``blockIdx.z``."""
+    return matmul_gpu(tensors, target, block, reg, k_tile)
+
+
+def dense_gpu(
+    tensors: list[Tensor], target: Target | str = "opencl", block: int = 8, reg: int = 4, k_tile: int = 8
+) -> Schedule:
+    """dense as :func:`matmul_gpu` laid out on the bias + ReLU epilogue ``out``: the product is
+    accumulated in registers (a ``local`` cache of ``dense``, computed at each thread's tile) and
+    never goes to global memory."""
+    data, weight, _, out = tensors
+    s = create_schedule(out)
+    product = s.stages["dense"].op.output(0)
+    acc = s.cache_write(product, "local")
+    s[product].compute_inline()
+    _tiled_gemm(s, out, acc, [data, weight], target, block, reg, k_tile)
+    return s
+
+
+def _tiled_gemm(
+    s: Schedule,
+    out: Tensor,
+    acc: Tensor,
+    operands: list[Tensor],
+    target: Target | str,
+    block: int,
+    reg: int,
+    k_tile: int,
+) -> None:
+    """Tile ``out``'s last two axes over blocks and threads (any leading axis on ``blockIdx.z``),
+    compute the register accumulator ``acc`` at each thread, and fetch ``operands`` cooperatively
+    into shared memory one ``k_tile`` slice of the reduction at a time."""
+    if block * block > thread_limit(target):
+        raise ValueError(f"{block} x {block} threads exceed the target's limit of {thread_limit(target)}")
+    caches = [s.cache_read(t, "shared", [acc]) for t in operands]
+    *lead, i, j = s[out].op.axis
+    by, ty, ii = _split2(s, out, i, block, reg)
+    bx, tx, ji = _split2(s, out, j, block, reg)
+    s[out].reorder(*lead, by, bx, ty, tx, ii, ji)
+    if lead:
+        s[out].bind(s[out].fuse(*lead) if len(lead) > 1 else lead[0], thread_axis("blockIdx.z"))
+    s[out].bind(by, thread_axis("blockIdx.y"))
+    s[out].bind(bx, thread_axis("blockIdx.x"))
+    s[out].bind(ty, thread_axis("threadIdx.y"))
+    s[out].bind(tx, thread_axis("threadIdx.x"))
+    s[acc].compute_at(s[out], tx)
+    *_, ai, aj = s[acc].op.axis
+    (k,) = s[acc].op.reduce_axis
+    ko, ki = s[acc].split(k, factor=k_tile)
+    s[acc].reorder(ko, ki, ai, aj)
+    for cache in caches:
+        s[cache].compute_at(s[acc], ko)
+        cooperative_fetch(s, cache, (block, block))
+
+
+def cooperative_fetch(s: Schedule, cache: Tensor, threads: tuple[int, ...]) -> None:
+    """All axes of the shared ``cache`` fused and spread over the block's threads: ``threads``
+    gives the thread extents from the outermost index (``z``, ``y``, ``x``, as many as given)."""
+    fused = s[cache].fuse(*s[cache].op.axis) if len(s[cache].op.axis) > 1 else s[cache].op.axis[0]
+    total = 1
+    for t in threads:
+        total *= t
+    _, rest = s[cache].split(fused, factor=total)
+    tags = ("threadIdx.z", "threadIdx.y", "threadIdx.x")[3 - len(threads) :]
+    for tag, extent in zip(tags, threads, strict=True):
+        total //= extent
+        if total > 1:
+            outer, rest = s[cache].split(rest, factor=total)
+        else:
+            outer = rest
+        s[cache].bind(outer, thread_axis(tag))
+
+
 def softmax_gpu(tensors: list[Tensor], target: Target | str = "opencl", threads: int = 64) -> Schedule:
-    """softmax as three kernels: the row maximum and the row sum of exponentials each with one row
-    per thread (a serial reduction), then every output element on its own thread; the
-    exponentials are inlined into both of their readers."""
+    """softmax as three kernels of one block per row: the row maximum and the row sum of
+    exponentials each reduced across the block's ``threads`` (each thread a strided part of the
+    row, then a tree through shared memory), then the row's outputs spread over the same threads;
+    the exponentials are inlined into both of their readers."""
     out = tensors[-1]
     s = create_schedule(out)
-    t = min(threads, _threads(target))
+    t = min(threads, thread_limit(target))
     s["expval"].compute_inline()
     for name in ("maxelem", "expsum"):
-        bx, tx = s[name].split(s[name].op.axis[0], factor=t)
-        s[name].bind(bx, thread_axis("blockIdx.x"))
-        s[name].bind(tx, thread_axis("threadIdx.x"))
-    bx, tx = s[out].split(s[out].fuse(*s[out].op.axis), factor=t)
-    s[out].bind(bx, thread_axis("blockIdx.x"))
-    s[out].bind(tx, thread_axis("threadIdx.x"))
+        ko, ki = s[name].split(s[name].op.reduce_axis[0], factor=t)
+        s[name].reorder(s[name].op.axis[0], ki, ko)
+        s[name].bind(s[name].op.axis[0], thread_axis("blockIdx.x"))
+        s[name].bind(ki, thread_axis("threadIdx.x"))
+    i, j = s[out].op.axis
+    jo, ji = s[out].split(j, factor=t)
+    s[out].bind(i, thread_axis("blockIdx.x"))
+    s[out].bind(ji, thread_axis("threadIdx.x"))
     return s
 
 
 def _split2(
     s: Schedule, t: Tensor, axis: IterVar, threads: int, reg: int
 ) -> tuple[IterVar, IterVar, IterVar]:
-    """(block, thread, register) loops of ``axis``: ``reg`` innermost, ``threads`` in the middle."""
-    outer, inner = s[t].split(axis, factor=threads * reg)
-    mid, reg_loop = s[t].split(inner, factor=reg)
+    """(block, thread, register) loops of ``axis``: ``reg`` innermost, ``threads`` in the middle
+    (split last, so that a small extent still launches ``threads`` threads, see lower.loops)."""
+    rest, reg_loop = s[t].split(axis, factor=reg)
+    outer, mid = s[t].split(rest, factor=threads)
     return outer, mid, reg_loop

@@ -67,12 +67,19 @@ def conv2d_nchw_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedu
     """Direct NCHW convolution: a (channels x output columns) accumulator tile in registers, the
     padded input computed once, vectorized along the row, unrolled over channels and kernel
     columns, parallel over (channel block, row)."""
-    tgt = Target.parse(target)
     conv = tensors[-1]
     s = create_schedule(conv)
+    tile_conv2d_nchw(s, conv, s.cache_write(conv, "local"), target)
+    return s
+
+
+def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | str = "c") -> None:
+    """The loops of :func:`conv2d_nchw_cpu` in ``s``: ``conv`` is the (N, K, P, Q) stage whose
+    loops are tiled (the convolution, or an elementwise stage after it), ``acc`` the reduction
+    stage computed per tile (its cache, or the convolution itself)."""
+    tgt = Target.parse(target)
     lanes = tgt.vector_lanes(conv.dtype)
     cols, kt = _conv_tile(as_int(conv.shape[3]), as_int(conv.shape[1]), lanes, _vector_regs(tgt))
-    acc = s.cache_write(conv, "local")
     n, k, y, x = s[conv].op.axis
     ko, ki = s[conv].split(k, kt)
     xo, xi = s[conv].split(x, cols)
@@ -90,7 +97,6 @@ def conv2d_nchw_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedu
     if "pad" in s.stages:
         pad = s.stages["pad"].op.output(0)
         s[pad].vectorize(s[pad].op.axis[-1])
-    return s
 
 
 #: hand-written schedules by workload name; other workloads get the naive schedule
@@ -106,5 +112,5 @@ def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule
     schedule (``create_schedule`` with no steps, called ``"default schedule"``)."""
     make = SCHEDULES.get(wl.name)
     if make is not None and not (wl.name == "matmul" and wl.args[4]):
-        return make(wl.tensors(), Target.parse(target)), f"autosched.ops.schedules.{make.__name__}"
+        return make(wl.tensors(), Target.parse(target)), f"{make.__module__}.{make.__name__}"
     return create_schedule(wl.outputs), "default schedule"

@@ -31,6 +31,58 @@ _INFRASTRUCTURE: dict[str, type[InfrastructureError]] = {
 _SLACK = 60.0
 
 
+#: one compilation: (source, target string, user C code)
+Job = tuple[str, str, CCode]
+
+
+def emit_sources(
+    inputs: Sequence[MeasureInput],
+) -> tuple[list[BuildResult], dict[Job, list[tuple[int, float]]], float]:
+    """Generate every candidate's source (in this process): the results so far (an
+    ``INSTANTIATION_ERROR`` for steps that do not lower or emit, else no library yet), the distinct
+    compilations with the (index, seconds spent emitting) of the candidates that need each, and the
+    seconds spent emitting in all."""
+    results: list[BuildResult] = []
+    jobs: dict[Job, list[tuple[int, float]]] = {}
+    emitted = 0.0
+    for i, inp in enumerate(inputs):
+        start = time.perf_counter()
+        task = inp.task
+        try:
+            specs = tuple(task.arg_specs())
+            source = task.source(inp.steps)
+        except Exception as e:  # illegal steps, or a lowering/emission failure
+            kind, message = MeasureErrorNo.INSTANTIATION_ERROR, f"{type(e).__name__}: {e}"
+            seconds = time.perf_counter() - start
+            results.append(BuildResult(None, task.func_name, (), kind, message, seconds))
+            continue
+        results.append(BuildResult(None, task.func_name, specs))
+        seconds = time.perf_counter() - start
+        emitted += seconds
+        jobs.setdefault((source, str(task.target), task.code), []).append((i, seconds))
+    return results, jobs, emitted
+
+
+def with_libraries(
+    results: list[BuildResult], jobs: dict[Job, list[tuple[int, float]]], compiled: Sequence[Compiled]
+) -> list[BuildResult]:
+    """``results`` completed with the outcome of each job (``compiled``, in the order of ``jobs``);
+    a failure of the machine rather than the program raises its
+    :class:`~autosched.runner.errors.InfrastructureError`."""
+    for users, done in zip(jobs.values(), compiled, strict=True):
+        if done.infrastructure:
+            raise _INFRASTRUCTURE.get(done.infrastructure, InfrastructureError)(done.error_msg)
+        for i, seconds in users:
+            results[i] = replace(
+                results[i],
+                lib_path=done.lib_path,
+                error_no=done.error_no,
+                error_msg=done.error_msg,
+                time_cost=seconds + done.seconds,
+            )
+    return results
+
+
 class LocalBuilder(Closing):
     """Builds candidates for C targets on this machine (the :class:`Builder` protocol).
 
@@ -63,37 +115,11 @@ class LocalBuilder(Closing):
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         """Build every candidate of ``inputs``; one :class:`BuildResult` per input, in order."""
         cache_dir = str(self.cache_dir if self.cache_dir is not None else default_cache_dir())
-        results: list[BuildResult] = []
-        jobs: dict[tuple[str, str, CCode], list[tuple[int, float]]] = {}  # (source, target, code) -> [(i, s)]
-        for i, inp in enumerate(inputs):
-            start = time.perf_counter()
-            task = inp.task
-            try:
-                specs = tuple(task.arg_specs())
-                source = task.source(inp.steps)
-            except Exception as e:  # illegal steps, or a lowering/emission failure
-                kind, message = MeasureErrorNo.INSTANTIATION_ERROR, f"{type(e).__name__}: {e}"
-                seconds = time.perf_counter() - start
-                results.append(BuildResult(None, task.func_name, (), kind, message, seconds))
-                continue
-            results.append(BuildResult(None, task.func_name, specs))
-            seconds = time.perf_counter() - start
-            self.emit_time += seconds
-            jobs.setdefault((source, str(task.target), task.code), []).append((i, seconds))
-        for users, done in zip(jobs.values(), self._compile_all(list(jobs), cache_dir), strict=True):
-            if done.infrastructure:
-                raise _INFRASTRUCTURE.get(done.infrastructure, InfrastructureError)(done.error_msg)
-            for i, seconds in users:
-                results[i] = replace(
-                    results[i],
-                    lib_path=done.lib_path,
-                    error_no=done.error_no,
-                    error_msg=done.error_msg,
-                    time_cost=seconds + done.seconds,
-                )
-        return results
+        results, jobs, seconds = emit_sources(inputs)
+        self.emit_time += seconds
+        return with_libraries(results, jobs, self._compile_all(list(jobs), cache_dir))
 
-    def _compile_all(self, jobs: list[tuple[str, str, CCode]], cache_dir: str) -> list[Compiled]:
+    def _compile_all(self, jobs: list[Job], cache_dir: str) -> list[Compiled]:
         """Compile the (source, target) pairs in the worker; a worker that died is replaced once."""
         done: dict[int, Compiled] = {}
         for attempt in range(2):
@@ -107,7 +133,7 @@ class LocalBuilder(Closing):
         return [done[i] for i in range(len(jobs))]
 
     def _compile_in_worker(
-        self, jobs: list[tuple[str, str, CCode]], cache_dir: str, done: dict[int, Compiled]
+        self, jobs: list[Job], cache_dir: str, done: dict[int, Compiled]
     ) -> None:
         """Send the jobs not yet in ``done`` and collect their answers into ``done``."""
         todo = [i for i in range(len(jobs)) if i not in done]

@@ -218,9 +218,29 @@ def compile_shared(
     (with those) and compiler version is returned without compiling. Raises
     :class:`CompilerNotFound`, :class:`CompileError` or :class:`BuildTimeout`.
     """
-    flags = [*target.cflags(shared=True), *extern_flags(code)]
-    libs = [*extern_link(code), *LIBS]
+    flags, libs = _shared_command(target, code)
     return _cached_build(source, target, flags, libs, ".so", timeout, cache_dir, code)
+
+
+def _shared_command(target: Target, code: CCode) -> tuple[list[str], list[str]]:
+    """The compiler flags and the link libraries of a shared library for ``target``."""
+    return [*target.cflags(shared=True), *extern_flags(code)], [*extern_link(code), *LIBS]
+
+
+def shared_library_name(source: str, target: Target, code: CCode = NO_CODE) -> str:
+    """The file name :func:`compile_shared` gives the library of ``source`` in the kernel cache
+    (its content key with this machine's compiler version, and ``.so``)."""
+    flags, libs = _shared_command(target, code)
+    return _cache_key(source, target, flags, libs) + ".so"
+
+
+def _cache_key(source: str, target: Target, flags: list[str], libs: Sequence[str]) -> str:
+    """The content key of a build: source, compiler command and compiler version."""
+    cc = target.cc
+    if cc is None:
+        raise BuildError(f"{target.kind} targets are not built with a C compiler")
+    version = compiler_version(cc)
+    return hashlib.sha256(json.dumps([source, cc, flags, list(libs), version]).encode()).hexdigest()[:40]
 
 
 def compile_executable(
@@ -245,11 +265,9 @@ def _cached_build(
 ) -> Path:
     """Compile ``source`` with ``flags`` and ``libs`` into the cache as ``<key><suffix>`` (``code``:
     the user C it calls, to name a missing C function)."""
+    key = _cache_key(source, target, flags, libs)  # raises BuildError for a kind without a C compiler
     cc = target.cc
-    if cc is None:
-        raise BuildError(f"{target.kind} targets are not built with a C compiler")
-    version = compiler_version(cc)
-    key = hashlib.sha256(json.dumps([source, cc, flags, list(libs), version]).encode()).hexdigest()[:40]
+    assert cc is not None
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     lib = cache / f"{key}{suffix}"
     if lib.exists():

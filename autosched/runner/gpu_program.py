@@ -51,6 +51,8 @@ class GpuProgram:
     source: str
     launches: tuple[Launch, ...]
     temps: tuple[tuple[str, int], ...] = ()
+    device_type: str = ""  # an OpenCL target's -device (empty: any)
+    platform: str = ""  # an OpenCL target's -platform (empty: any)
 
     def to_json(self) -> str:
         """The program as one JSON text (:meth:`from_json` reads it back)."""
@@ -61,7 +63,8 @@ class GpuProgram:
         """The program written by :meth:`to_json`."""
         d = json.loads(text)
         launches = tuple(Launch(x["name"], _dims(x["grid"]), _dims(x["block"])) for x in d["launches"])
-        return cls(d["kind"], d["source"], launches, tuple((t, int(n)) for t, n in d["temps"]))
+        temps = tuple((t, int(n)) for t, n in d["temps"])
+        return cls(d["kind"], d["source"], launches, temps, d.get("device_type", ""), d.get("platform", ""))
 
     def save(self, cache_dir: Path) -> Path:
         """Write the program into ``cache_dir`` under its content hash (atomically); its path."""

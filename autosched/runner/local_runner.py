@@ -13,10 +13,11 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .kernel import ArgSpec
 from .measure import (
     Builder,
     BuildResult,
@@ -30,6 +31,9 @@ from .measure import (
 from .process import WorkerProcess
 from .worker import KEEP_TASKS
 
+if TYPE_CHECKING:
+    from ..task import Task
+
 #: seconds a fresh worker may take to start (import numpy, cffi and autosched) before giving up
 START_TIMEOUT = 120.0
 
@@ -42,6 +46,13 @@ RECYCLE_AFTER = 500
 
 #: the default measurement: 3 repeats of at least 20 ms, checked, 20 s per candidate
 DEFAULT_OPTION = MeasureOption()
+
+
+def task_data(task: Task, seed: int, check: bool) -> _TaskData:
+    """A task's random inputs for ``seed`` and (with ``check``) its reference outputs on them."""
+    inputs = task.workload.random_inputs(seed)
+    expected = task.workload.reference(*[a.copy() for a in inputs]) if check else None
+    return inputs, expected
 
 
 def measure_batch(builder: Builder, runner: Runner, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
@@ -110,9 +121,7 @@ class LocalRunner(Closing):
         key = f"{task.workload_key}|{task.target}|{self.seed}"
         data = self._data.get(key)
         if data is None:
-            inputs = task.workload.random_inputs(self.seed)
-            expected = task.workload.reference(*[a.copy() for a in inputs]) if self.option.check else None
-            data = (inputs, expected)
+            data = task_data(task, self.seed, self.option.check)
             self._data[key] = data
             while len(self._data) > KEEP_TASKS:
                 self._data.popitem(last=False)
@@ -124,9 +133,17 @@ class LocalRunner(Closing):
             key, data = self._task_data(inp)
         except Exception as e:  # the workload's inputs or reference failed
             return MeasureErrorNo.UNKNOWN_ERROR, f"reference: {type(e).__name__}: {e}", ()
+        assert build.lib_path is not None
+        return self.measure_file(key, data, build.lib_path, build.func_name, build.arg_specs)
+
+    def measure_file(
+        self, key: str, data: _TaskData, lib_path: str, func_name: str, specs: Sequence[ArgSpec]
+    ) -> _Outcome:
+        """Check and time the built kernel at ``lib_path`` on ``data`` (the task's inputs and
+        expected outputs, known to the worker as ``key``): (error kind, message, costs)."""
         if self._served >= RECYCLE_AFTER:
             self.close()
-        request = ("run", key, build.lib_path, build.func_name, build.arg_specs, self.option)
+        request = ("run", key, lib_path, func_name, specs, self.option)
         answer = self._ask(request)
         if answer[0] == "missing":
             answer = self._ask(request, ("data", key, *data))

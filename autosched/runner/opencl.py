@@ -2,19 +2,19 @@
 profiling events. Any OpenCL platform works, PoCL's CPU device included
 (``pip install pyopencl pocl-binary-distribution``).
 
-``AUTOSCHED_OPENCL_PLATFORM`` (a substring of the platform's name) picks a platform when several are
-installed; the first device of the first matching platform is used.
+The device is the one the target selects (``-device``, ``-platform``; ``AUTOSCHED_OPENCL_PLATFORM``
+stands in for an unnamed platform): the first matching device of the first matching platform.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ..devices import DeviceNotFound, opencl_device
 from .compile import CompileError
 from .gpu_program import GpuCallable, GpuProgram
 from .kernel import ArgSpec
@@ -35,21 +35,15 @@ def _cl() -> Any:
 
 
 @functools.cache
-def opencl_queue() -> tuple[Any, Any]:
-    """(context, profiling command queue) on the chosen device, made once per process."""
+def opencl_queue(device_type: str = "", platform: str = "") -> tuple[Any, Any]:
+    """(context, profiling command queue) on the device a target selects (see
+    :func:`~autosched.devices.opencl_device`), made once per process and selection."""
     cl = _cl()
-    want = os.environ.get("AUTOSCHED_OPENCL_PLATFORM", "")
     try:
-        platforms = [p for p in cl.get_platforms() if want.lower() in p.name.lower()]
-    except cl.Error as e:
-        hint = "pip install pocl-binary-distribution"
-        raise OpenCLUnavailable(f"no OpenCL platform is installed ({e}); {hint}") from None
-    devices = [d for p in platforms for d in p.get_devices()]
-    if not devices:
-        which = f" named like {want!r}" if want else ""
-        hint = "pip install pocl-binary-distribution"
-        raise OpenCLUnavailable(f"no OpenCL device on a platform{which}; {hint}")
-    ctx = cl.Context([devices[0]])
+        device = opencl_device(device_type or None, platform or None)
+    except DeviceNotFound as e:
+        raise OpenCLUnavailable(str(e)) from None
+    ctx = cl.Context([device])
     return ctx, cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
 
 
@@ -61,7 +55,7 @@ class OpenCLKernel(GpuCallable):
         super().__init__(program, args)
         cl = _cl()
         self._cl = cl
-        self._ctx, self._queue = opencl_queue()
+        self._ctx, self._queue = opencl_queue(program.device_type, program.platform)
         try:
             built = cl.Program(self._ctx, program.source).build()
         except cl.RuntimeError as e:

@@ -145,8 +145,11 @@ def _bind(s: ScheduleLike, stage: Stage, step: st.BindStep) -> None:
     _compute_only(stage)
     _leaf(stage, step.axis)
     thread_axis(step.thread)
-    if stage.kinds[step.axis] == "reduce":
-        raise ScheduleError(f"cannot bind reduction axis {step.axis!r} to {step.thread}")
+    if stage.kinds[step.axis] == "reduce" and not step.thread.startswith("threadIdx"):
+        raise ScheduleError(
+            f"cannot bind reduction axis {step.axis!r} to {step.thread}: only to threadIdx.x/y/z "
+            "(a reduction across the threads of a block)"
+        )
     if step.thread in stage.annotations.values():
         raise ScheduleError(f"{step.thread} is already bound in this stage")
     stage.annotations[step.axis] = step.thread

@@ -22,7 +22,8 @@ from ..records import steps_key
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..space.annotate import Annotation
-from ..space.generated import SketchProgram, SketchSpace
+from ..space.generated import SketchProgram
+from ..space.gpu_space import sketch_space
 from ..space.templates import instantiate, template_space
 from ..task import Task
 
@@ -178,7 +179,7 @@ class SketchTuningSpace:
 
     def __init__(self, task: Task) -> None:
         self.task = task
-        self.space = SketchSpace(task.workload, task.target)
+        self.space = sketch_space(task.workload, task.target)
 
     def _candidate(self, program: Any) -> Candidate:
         steps = self.space.steps(program)

@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 
 from .. import records
 from ..backends import backend_for
+from ..cluster import ClusterUnavailable, Executor, executor_for
 from ..database import Database
 from ..database.machine import fingerprint_for
 from ..diagnostics import warn
@@ -53,6 +54,7 @@ from ..runner.measure import (
     Runner,
 )
 from ..task import Task
+from .baseline import measure_default as _measure_default
 from .final import Final, remeasure_top
 from .learning import CostModel, Learner, model_name, sidecar_path
 from .progress import ProgressBar, QualityLog, TuneStats
@@ -302,6 +304,8 @@ def tune(
     remeasure: int = 3,
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
+    cluster: Any = None,
+    measure_default: bool = False,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
@@ -321,6 +325,10 @@ def tune(
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
     best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
+    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
+    or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
+    ``measure_default``: a run whose log has no record of the task measures the task's untuned
+    default schedule first (one trial; :mod:`autosched.search.baseline`).
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -349,11 +357,12 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    the_runner = runner or backend.runner(opt)
+    executor = executor_for(cluster)
+    the_runner = runner or executor.runner(backend, opt, task.target)
     make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
     if builder is None and make_builder is not None:
         builder = make_builder(opt)
-    the_builder = builder or backend.builder(opt)
+    the_builder = builder or executor.builder(backend, opt)
     measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
     hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
     learner = the_tuner.learner
@@ -365,6 +374,8 @@ def tune(
         hooks.append(ProgressBar(trials, stats))
     final = Final(None, float("inf"), 0, {})
     try:
+        if measure_default and not history and trials > 0:
+            the_tuner.load_history(_measure_default(task, measurer, measurer.compiler, measurer.machine))
         the_tuner.tune(
             trials,
             measurer,
@@ -384,12 +395,18 @@ def tune(
         where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
         again = ": run the same command again to resume" if log_path else ""
         raise TuningInterrupted(f"tuning stopped{where}{again}") from stop
+    except ClusterUnavailable as stop:
+        where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
+        again = ": run the same command again to resume" if log_path else ""
+        raise ClusterUnavailable(f"{stop}{where}{again}") from None
     finally:
         measurer.close()
         for part, own in ((the_builder, own_builder), (the_runner, own_runner)):
             close = getattr(part, "close", None)
             if own and close is not None:
                 close()
+        if not isinstance(cluster, Executor):
+            executor.close()
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)

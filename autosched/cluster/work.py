@@ -1,0 +1,123 @@
+"""What runs on a Dask worker: compile a source, measure a built kernel.
+
+Both take and give plain data. :func:`build_on_worker` compiles into the worker's own kernel cache
+(``AUTOSCHED_CACHE`` there) and hands back the library's file name and bytes, or the compile error;
+:func:`measure_on_worker` stores the bytes it is given in that cache and checks and times the kernel
+in an isolated measurement process (:class:`~autosched.runner.LocalRunner`, so a crashing kernel
+costs its trial, never the worker), one measurement at a time per worker process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..runner.build_worker import compile_one
+from ..runner.compile import default_cache_dir
+from ..runner.kernel import ArgSpec
+from ..runner.local_runner import LocalRunner
+from ..runner.measure import MeasureErrorNo, MeasureOption
+from ..te.ccode import NO_CODE, CCode
+
+#: what an artifact's file name may be: a cache key and a suffix, nothing that leaves the folder
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+_TaskData = tuple[list[np.ndarray], list[np.ndarray] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A build done on a worker: the library's file name and bytes, or the error."""
+
+    name: str | None
+    blob: bytes | None
+    error_no: MeasureErrorNo
+    error_msg: str
+    seconds: float
+    infrastructure: str = ""  # the worker's machine failed (no compiler, no cache), not the program
+
+
+def store(folder: Path, name: str, blob: bytes) -> Path:
+    """``folder/name`` holding ``blob``, written atomically unless it is there already."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"not an artifact file name: {name!r}")
+    path = folder / name
+    if path.exists():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return path
+
+
+def build_on_worker(source: str, target: str, timeout: float, code: CCode = NO_CODE) -> Artifact:
+    """Compile ``source`` for ``target`` here; the library's name and bytes, or why not."""
+    done = compile_one(source, target, timeout, str(default_cache_dir()), code)
+    if done.lib_path is None:
+        return Artifact(None, None, done.error_no, done.error_msg, done.seconds, done.infrastructure)
+    path = Path(done.lib_path)
+    return Artifact(path.name, path.read_bytes(), done.error_no, "", done.seconds)
+
+
+def hold(data: _TaskData) -> _TaskData:
+    """The task data itself: a cluster value that measurements depend on (and that the scheduler
+    can compute again if the worker holding it is lost)."""
+    return data
+
+
+def _lift_nanny_limits() -> None:
+    """Undo the thread limits a Dask nanny sets for its worker (``OMP_NUM_THREADS=1`` and the
+    like), so that measured kernels run as they would in a plain shell: with ``OMP_NUM_THREADS=1``,
+    libgomp starts a kernel's threads anew on every call (measured 10x slower)."""
+    try:
+        import dask.config
+    except ImportError:  # not on a Dask worker
+        return
+    limits = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
+    for name, value in limits.items():
+        if name != "MALLOC_TRIM_THRESHOLD_" and os.environ.get(name) == str(value):
+            del os.environ[name]
+
+
+_measuring = threading.Lock()
+_runners: dict[MeasureOption, LocalRunner] = {}
+
+
+def measure_on_worker(
+    key: str,
+    data: _TaskData,
+    name: str,
+    blob: bytes,
+    func_name: str,
+    specs: Sequence[ArgSpec],
+    option: MeasureOption,
+) -> tuple[int, str, tuple[float, ...], float]:
+    """Check and time the kernel ``func_name`` of library ``blob`` on the task data ``data`` (known
+    as ``key``): (error kind, message, costs, seconds it took here)."""
+    with _measuring:
+        start = time.perf_counter()
+        path = store(default_cache_dir(), name, blob)
+        runner = _runners.get(option)
+        if runner is None:
+            _lift_nanny_limits()  # the measurement process inherits this environment
+            for old in _runners.values():
+                old.close()
+            _runners.clear()
+            runner = _runners[option] = LocalRunner(option)
+        error_no, message, costs = runner.measure_file(key, data, str(path), func_name, specs)
+        return int(error_no), message, costs, time.perf_counter() - start

@@ -1,0 +1,39 @@
+"""The untuned default schedule as a task's first trial (``tune(..., measure_default=True)``).
+
+Where a built-in operator has a hand-written schedule (:func:`autosched.ops.schedules.default_schedule`),
+it is what the task runs before any tuning, e.g. in :func:`autosched.build_network`. Measured as
+the first trial of a run and logged like any other, it makes the log's best program never slower
+than the default, even when a small trial budget finds nothing better in the search space. Its
+record's ``program`` is ``{"space": "default", "schedule": NAME}``: the search spaces do not decode
+it, so the tuners count it and train their models on it but never mutate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import records
+from ..ops.schedules import default_schedule
+from ..runner.measure import MeasureInput, MeasureResult
+from ..task import Task
+from .space import Candidate
+
+#: measures candidates and logs them; None for a candidate another run is measuring
+Measure = Callable[[list[Candidate]], list[MeasureResult | None]]
+
+
+def default_candidate(task: Task) -> Candidate:
+    """The task's untuned default schedule as a candidate program."""
+    schedule, name = default_schedule(task.workload, task.target)
+    return Candidate(tuple(schedule.steps), {"space": "default", "schedule": name})
+
+
+def measure_default(task: Task, measure: Measure, compiler: str, machine: str) -> list[records.Record]:
+    """Measure (and log, through ``measure``) the default schedule of ``task``: its record, or none
+    when another run sharing the log measures it."""
+    cand = default_candidate(task)
+    (result,) = measure([cand])
+    if result is None:
+        return []
+    return [records.Record.from_measure(MeasureInput(task, cand.steps, cand.program), result, compiler,
+                                        cand.program, machine)]

@@ -1,0 +1,165 @@
+"""Whole networks: ResNet-18 (batch 1, NCHW, fp32) tuned with the task scheduler, end to end.
+
+python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--rounds 5]
+                                   [--schedulers gradient round-robin] [--logs DIR] [--no-export]
+
+1. The ONNX model is written with onnx.helper (tests/graph_models.py, no download) at ``--size``².
+2. Untuned: ``build_network`` with no log (each task's default schedule), and the same network with
+   the naive default for the fused convolutions (the default before the hand-written one).
+3. For each scheduler in ``--schedulers``: ``tune_network`` with ``--trials`` trials in all (its
+   log in ``--logs``, default benchmarks/results/network/; a log already there resumes), then
+   ``build_network`` from that log. The estimated end-to-end latency after every round is kept:
+   the table gives the trials the gradient scheduler needed to reach round-robin's final estimate.
+4. onnxruntime on the same model with ``--threads`` intra-op threads (autosched kernels run with
+   as many OpenMP threads: target ``c -num-threads=N``).
+5. The exported C library (``autosched export``) of the first scheduler's log: ``make run`` checks
+   it against build_network's output and times ``model_run`` (best of 10); its workspace peak vs
+   the sum of all intermediate tensors and scratch.
+
+All networks are timed interleaved (median of ``--rounds`` rounds of wall time per call). Results
+are appended to benchmarks/results/network.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import RESULTS, clean_blas_env, interleaved, median, print_table, wall_timer, write_results
+
+clean_blas_env()
+
+import numpy as np  # noqa: E402  (after clean_blas_env)
+
+import autosched as asc  # noqa: E402
+from autosched.graph import epilogue  # noqa: E402
+from autosched.graph.export import export_network, write_network  # noqa: E402
+from autosched.ops.schedules import SCHEDULES  # noqa: E402
+from autosched.search.scheduler import Round  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import graph_models  # noqa: E402  (the ONNX model writer of the tests)
+
+
+def naive_conv_network(graph: asc.graph.Graph, target: str) -> asc.graph.Network:
+    """The untuned network with the fused convolutions on the naive schedule (epilogue inlined)."""
+    hand = SCHEDULES["fused_conv2d"]
+    SCHEDULES["fused_conv2d"] = epilogue.inline_default
+    try:
+        return asc.build_network(graph, target=target)
+    finally:
+        SCHEDULES["fused_conv2d"] = hand
+
+
+def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target: str) -> dict[str, Any]:
+    """Tune with ``scheduler``; the estimated latency after each round and the wall time."""
+    curve: list[tuple[int, float]] = []
+
+    def keep(r: Round) -> None:
+        curve.append((r.total_trials, r.latency * 1e3))
+
+    start = time.perf_counter()
+    result = asc.tune_network(graph, trials=trials, log=log, scheduler=scheduler, target=target,
+                              progress=True, callback=keep)
+    return {"scheduler": scheduler, "trials": trials, "log": str(log), "curve": curve, "tasks": result.tasks,
+            "wall_s": time.perf_counter() - start, "estimated_ms": result.latency_ms}
+
+
+def trials_to_reach(curve: list[tuple[int, float]], goal: float) -> int | None:
+    """The first trial count whose estimated latency is at most ``goal`` (None: never)."""
+    return next((n for n, ms in curve if math.isfinite(ms) and ms <= goal), None)
+
+
+def run_export(
+    graph: asc.graph.Graph, log: Path | None, target: str, x: np.ndarray, out: Path
+) -> dict[str, Any]:
+    """Export the network as a C library, build it, check it and time ``model_run``."""
+    export = export_network(graph, log, target=target)
+    reference = asc.build_network(graph, log, target=target)(x)
+    write_network(export, out, [x], [reference if isinstance(reference, np.ndarray) else reference[0]])
+    done = subprocess.run(["make", "-s", "-C", str(out), "run"], capture_output=True, text=True, check=False)
+    found = re.search(r"model_run ([0-9.]+) ms", done.stdout)
+    return {
+        "ok": done.returncode == 0 and found is not None, "model_run_ms": float(found[1]) if found else None,
+        "output": (done.stdout + done.stderr).strip()[-400:], "workspace_peak": export.plan.peak,
+        "intermediates_total": export.plan.total, "kernels": export.tasks, "tuned": export.tuned,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=224, help="input height and width (default 224)")
+    ap.add_argument("--trials", type=int, default=200, help="trials per scheduler, in all (the issue: 1000)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of the kernels and of onnxruntime")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    ap.add_argument("--schedulers", nargs="*", default=["gradient", "round-robin"],
+                    choices=["gradient", "round-robin"], help="schedulers to tune with (none: no tuning)")
+    ap.add_argument("--logs", type=Path, default=RESULTS / "network", help="where the tuning logs go")
+    ap.add_argument("--no-export", action="store_true", help="skip the exported C library")
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    target = f"c -num-threads={args.threads}"
+    model = graph_models.resnet18(args.size)
+    graph = asc.from_onnx(model)
+    x = np.random.default_rng(0).standard_normal(graph.shapes["x"]).astype(np.float32)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    expected = session.run(None, {"x": x})[0]
+
+    nets: dict[str, asc.graph.Network] = {}
+    t0 = time.perf_counter()
+    nets["untuned (hand-written conv default)"] = asc.build_network(graph, target=target)
+    build_untuned = time.perf_counter() - t0
+    nets["untuned (naive conv default)"] = naive_conv_network(graph, target)
+    args.logs.mkdir(parents=True, exist_ok=True)
+    tuned: list[dict[str, Any]] = []
+    for scheduler in args.schedulers:
+        log = args.logs / f"resnet18_{args.size}_{scheduler}_{args.trials}.jsonl"
+        tuned.append(tune(graph, scheduler, args.trials, log, target))
+        nets[f"tuned, {scheduler}, {args.trials} trials"] = asc.build_network(graph, log, target=target)
+    errors = {name: float(np.abs(np.asarray(net(x)) - expected).max()) for name, net in nets.items()}
+
+    timers = {name: wall_timer(lambda net=net: net(x), 3) for name, net in nets.items()}
+    timers["onnxruntime"] = wall_timer(lambda: session.run(None, {"x": x}), 3)
+    times = {name: median(ts) * 1e3 for name, ts in interleaved(timers, args.rounds).items()}
+    ort_ms = times["onnxruntime"]
+    tasks = len(next(iter(nets.values())).built)
+    print(f"\nResNet-18, batch 1, {args.size}x{args.size}, fp32, {args.threads} threads; {tasks} tasks")
+    rows = [[name, f"{ms:.2f}", f"{ms / ort_ms:.2f}", f"{errors.get(name, 0.0):.1e}"]
+            for name, ms in times.items()]
+    print_table(["network", "ms / run", "x onnxruntime", "max |error|"], rows)
+
+    payload: dict[str, Any] = {"size": args.size, "threads": args.threads, "times_ms": times,
+                               "max_error": errors, "build_untuned_s": build_untuned, "tuning": tuned}
+    if len(tuned) == 2 and tuned[0]["scheduler"] == "gradient":
+        goal = tuned[1]["estimated_ms"]
+        reach = trials_to_reach(tuned[0]["curve"], goal)
+        payload["gradient_trials_to_round_robin_final"] = reach
+        print(f"\nestimated end-to-end latency: gradient {tuned[0]['estimated_ms']:.2f} ms, round-robin "
+              f"{goal:.2f} ms after {args.trials} trials each; gradient reached round-robin's final "
+              f"estimate after {reach} trials" + (f" ({reach / args.trials:.0%})" if reach else ""))
+        for t in tuned:
+            print(f"  {t['scheduler']}: tuning took {t['wall_s']:.0f} s")
+    if not args.no_export:
+        log = Path(tuned[0]["log"]) if tuned else None
+        exp = run_export(graph, log, target, x, args.logs / f"export_{args.size}")
+        payload["export"] = exp
+        net_name = next((n for n in nets if n.startswith("tuned")), "untuned (hand-written conv default)")
+        status = "ok" if exp["ok"] else "FAILED: " + exp["output"]
+        print(f"\nexported C library ({exp['kernels']} kernels, {exp['tuned']} tuned): {status}; model_run "
+              f"{exp['model_run_ms']} ms (best of 10) vs build_network {times[net_name]:.2f} ms (median); "
+              f"workspace peak {exp['workspace_peak'] / 2**20:.1f} MiB vs "
+              f"{exp['intermediates_total'] / 2**20:.1f} MiB of intermediates and scratch")
+    print(f"\nresults appended to {write_results('network', payload)}")
+
+
+if __name__ == "__main__":
+    main()

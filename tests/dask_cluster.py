@@ -1,0 +1,84 @@
+"""A Dask cluster for tests: a scheduler in this process and ``autosched worker`` subprocesses.
+
+Every worker has its own kernel cache, so a library reaches the tuning process only as bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import distributed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Lab:
+    """A scheduler (``LocalCluster`` without workers) and the worker processes started for it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.cluster = distributed.LocalCluster(
+            n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None
+        )
+        self.address = self.cluster.scheduler_address
+        self.client = distributed.Client(self.address, set_as_default=False)
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *flags: str, name: str) -> subprocess.Popen[bytes]:
+        """Start ``autosched worker`` with ``flags``, its own kernel cache; wait until it joined."""
+        cache = self.folder / f"cache-{name}"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOSCHED_CACHE": str(cache)}
+        before = len(self.client.scheduler_info(n_workers=-1)["workers"])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autosched", "worker", "--scheduler", self.address, "--host", "127.0.0.1",
+             "--name", name, *flags],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.workers.append(proc)
+        self.client.wait_for_workers(before + 1, timeout=60)
+        return proc
+
+    def address_of(self, name: str) -> str:
+        """The address of the worker named ``name``."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return next(a for a, w in info.items() if w["name"] == name)
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a worker process and wait until the scheduler has removed it."""
+        count = len(self.client.scheduler_info(n_workers=-1)["workers"])
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 30
+        while len(self.client.scheduler_info(n_workers=-1)["workers"]) >= count:
+            assert time.monotonic() < deadline, "the scheduler did not notice a killed worker"
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        """Stop every worker (SIGTERM, then SIGKILL), the client and the scheduler."""
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.workers:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.client.close()
+        self.cluster.close()
+
+
+def tasks_by_worker(stream: list[dict[str, Any]], prefix: str) -> dict[str, list[tuple[float, float]]]:
+    """Per worker, the (start, stop) of the computations of tasks whose key starts with ``prefix``."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for rec in stream:
+        if str(rec["key"]).startswith(prefix):
+            spans = [(s["start"], s["stop"]) for s in rec["startstops"] if s["action"] == "compute"]
+            out.setdefault(rec["worker"], []).extend(spans)
+    return out

@@ -1,0 +1,50 @@
+"""``tune(..., measure_default=True)``: the untuned default schedule is the first trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autosched as asc
+from autosched.ops.schedules import default_schedule
+from autosched.records import is_remeasurement, load_records, steps_key
+from autosched.runner.measure import MeasureOption
+
+pytestmark = pytest.mark.requires("gcc")
+
+FAST = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=10.0)
+
+
+def test_the_default_schedule_is_the_first_trial_once_and_can_win(tmp_path: Path) -> None:
+    task = asc.Task("matmul", (64, 48, 40), target="c -num-threads=1")
+    log = tmp_path / "mm.jsonl"
+    hand_written, name = default_schedule(task.workload, task.target)
+    assert name.endswith("matmul_cpu")  # a built-in with a hand-written schedule
+    first = asc.tune(task, trials=1, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
+                     measure_default=True)
+    (record,) = load_records(log)
+    assert (first.trials, first.new_trials, first.resumed_trials, first.valid_trials) == (1, 1, 0, 1)
+    assert record.ok
+    assert record.program == {"space": "default", "schedule": name}
+    assert record.program_key == steps_key(hand_written.steps)
+    # the only record is the best: the tuned kernel is the hand-written schedule, and correct
+    a, b = task.workload.random_inputs(2)
+    c = np.zeros((64, 48), np.float32)
+    asc.load_best(log, task)(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    # resumed: the default is not measured again, the search goes on from it
+    again = asc.tune(task, trials=5, log=log, tuner="evolutionary", seed=1, option=FAST, remeasure=0,
+                     measure_default=True)
+    trials = [r for r in load_records(log) if not is_remeasurement(r)]
+    assert again.trials == 5 and len(trials) == 5 and len({r.program_key for r in trials}) == 5
+    assert sum((r.program or {}).get("space") == "default" for r in trials) == 1
+    assert min(r.median for r in trials if r.ok) * 1e3 <= again.best_time_ms + 1e-9
+
+
+def test_without_the_option_nothing_changes(tmp_path: Path) -> None:
+    task = asc.Task("relu", (32, 40), target="c -num-threads=1")
+    log = tmp_path / "relu.jsonl"
+    asc.tune(task, trials=2, log=log, tuner="random", seed=0, option=FAST, remeasure=0)
+    assert all((r.program or {}).get("space") == "sketch" for r in load_records(log))
