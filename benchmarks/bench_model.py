@@ -1,11 +1,12 @@
 """Cost-model figures: feature extraction rate, fit time, and ranking quality on a tuning log.
 
-python benchmarks/bench_model.py [--programs 300] [--fit 500] [--log LOG ...] [--splits 8] [--unseen]
-                                 [--only-quality]
+python benchmarks/bench_model.py [--programs 300] [--repeats 5] [--fit 500] [--log LOG ...] [--splits 8]
+                                 [--unseen] [--only-quality]
 
 1. Programs per second on one core (CPU time of this process, so that other processes on the
    machine count less) for random sketch programs of a ResNet conv2d layer and a matmul: lowering
-   alone (up to unrolling), features of already lowered programs, and both (an empty cache).
+   alone (up to unrolling), features of already lowered programs, and both (an empty cache);
+   the median of ``--repeats`` measurements.
 2. Fit time (wall and CPU) of each model on ``--fit`` programs of the conv2d layer (made-up costs:
    the time does not depend on them), features already extracted, and predict time for as many.
 3. With ``--log``: pairwise accuracy and recall@8 on held-out halves of each log's programs (the
@@ -58,17 +59,20 @@ def lower_all(progs: list[MeasureInput]) -> None:
             p.task.lowered(p.steps)
 
 
-def feature_rates(n: int) -> tuple[list[list[object]], dict]:
+def feature_rates(n: int, repeats: int) -> tuple[list[list[object]], dict]:
     rows, record = [], {}
     for label, (name, args) in WORKLOADS.items():
         progs = programs(Task(name, args, target="c -num-threads=1"), n)
-        LOWERING_CACHE.clear()
-        FEATURE_CACHE.clear()
-        lower = cpu_rate(n, lambda progs=progs: lower_all(progs))
-        cached = cpu_rate(n, lambda progs=progs: extract_features(progs))
-        LOWERING_CACHE.clear()
-        FEATURE_CACHE.clear()
-        both = cpu_rate(n, lambda progs=progs: extract_features(progs))
+        lowers, cacheds, boths = [], [], []
+        for _ in range(repeats):  # medians: a VM's core speed moves by tens of % from second to second
+            LOWERING_CACHE.clear()
+            FEATURE_CACHE.clear()
+            lowers.append(cpu_rate(n, lambda progs=progs: lower_all(progs)))
+            cacheds.append(cpu_rate(n, lambda progs=progs: extract_features(progs)))
+            LOWERING_CACHE.clear()
+            FEATURE_CACHE.clear()
+            boths.append(cpu_rate(n, lambda progs=progs: extract_features(progs)))
+        lower, cached, both = (float(np.median(x)) for x in (lowers, cacheds, boths))
         stores = sum(f.shape[0] for f in extract_features(progs)) / n
         rows.append([label, f"{lower:.0f}", f"{cached:.0f}", f"{both:.0f}", f"{stores:.1f}"])
         record[label] = {"lower_per_s": lower, "features_per_s": cached, "lower_and_features_per_s": both,
@@ -149,6 +153,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=300)
     ap.add_argument("--fit", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=5, help="rate measurements per workload (median)")
     ap.add_argument("--log", nargs="*", default=[])
     ap.add_argument("--splits", type=int, default=8)
     ap.add_argument("--stat", choices=("min", "median"), default="min")
@@ -157,7 +162,7 @@ def main() -> None:
     args = ap.parse_args()
     record: dict = {}
     if not args.only_quality:
-        rows, record["features"] = feature_rates(args.programs)
+        rows, record["features"] = feature_rates(args.programs, args.repeats)
         print_table(["workload", "lower /s", "features /s", "lower+features /s", "stores/program"], rows)
         rows, record["fit"] = fit_times(args.fit)
         print_table(["model", "programs", "fit s", "fit cpu s", "predict s"], rows)
