@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,11 +27,14 @@ FAST = MeasureOption(repeat=2, min_repeat_ms=2.0, run_timeout=20.0)
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[distributed.Client]:
     workers_cache = tmp_path_factory.mktemp("worker-cache")  # not this process's kernel cache
+    saved = dict(os.environ)  # a nanny sets OMP_NUM_THREADS=1 & co. in the process that starts it
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=True, host="127.0.0.1", dashboard_address=None,
         env={"AUTOSCHED_CACHE": str(workers_cache)},
     ) as cluster, distributed.Client(cluster, set_as_default=False) as client:
         yield client
+    os.environ.clear()  # later tests in this process (kernel timings, nproc) see the real limits
+    os.environ.update(saved)
 
 
 @pytest.mark.requires("gcc")
