@@ -41,7 +41,7 @@ def test_opencl_targets_read_their_limits_from_the_selected_device() -> None:
 @pytest.mark.requires("pyopencl")
 def test_a_selection_that_matches_nothing_is_one_line_naming_the_devices_there() -> None:
     _pocl()
-    cl = pytest.importorskip("pyopencl")
+    cl = pytest.importorskip("pyopencl", reason="pip install pyopencl pocl-binary-distribution")
     if any(d.type & cl.device_type.GPU for p in cl.get_platforms() for d in p.get_devices()):
         pytest.skip("an OpenCL GPU is visible here: this test is for machines without one")
     for spec, asked in (("opencl -device=gpu", "-device=gpu"),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from odd_shapes import ODD_SHAPES
 from repro import reproducible, stable_seed
 
 import autosched as asc
@@ -36,15 +37,7 @@ TARGET = "opencl"
 
 # small shapes, most of them not dividing any tile size
 WORKLOADS = [
-    ("matmul", (37, 29, 23)),
-    ("matmul", (16, 24, 8, "float32", True)),
-    ("batch_matmul", (2, 9, 13, 7)),
-    ("dense", (5, 19, 11)),
-    ("conv2d_nchw", (1, 5, 9, 11, 6, 3, 3, 2, 1)),
-    ("conv2d_nhwc", (1, 9, 7, 5, 6, 3, 3, 1, 1)),
-    ("depthwise_conv2d_nchw", (1, 7, 10, 10, 3, 3, 1, 1)),
-    ("max_pool2d", (1, 3, 9, 9, 3, 2, 1)),
-    ("avg_pool2d", (1, 3, 9, 9, 3, 2, 1)),
+    *ODD_SHAPES,
     ("global_avg_pool2d", (1, 3, 7, 9)),
     ("softmax", (3, 130)),
     ("relu", (7, 33)),

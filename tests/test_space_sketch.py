@@ -9,6 +9,7 @@ import random
 
 import numpy as np
 import pytest
+from odd_shapes import ODD_SHAPES
 from repro import reproducible, stable_seed
 
 import autosched as asc
@@ -23,15 +24,7 @@ SAMPLES = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "150"))
 
 # small shapes, most of them not dividing any tile size
 WORKLOADS = [
-    ("matmul", (37, 29, 23)),
-    ("matmul", (16, 24, 8, "float32", True)),
-    ("batch_matmul", (2, 9, 13, 7)),
-    ("dense", (5, 19, 11)),
-    ("conv2d_nchw", (1, 5, 9, 11, 6, 3, 3, 2, 1)),
-    ("conv2d_nhwc", (1, 9, 7, 5, 6, 3, 3, 1, 1)),
-    ("depthwise_conv2d_nchw", (1, 7, 10, 10, 3, 3, 1, 1)),
-    ("max_pool2d", (1, 3, 9, 9, 3, 2, 1)),
-    ("avg_pool2d", (1, 3, 9, 9, 3, 2, 1)),
+    *ODD_SHAPES,
     ("softmax", (3, 300)),
     ("relu", (7, 33)),
     ("add", (5, 17)),

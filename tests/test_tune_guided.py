@@ -84,7 +84,7 @@ def test_model_quality_goes_to_the_sidecar_and_the_report(
     assert [e["batch"] for e in entries] == [1, 2, 3] and [e["trials"] for e in entries] == [8, 12, 16]
     assert entries[0]["pairwise_accuracy"] is None and entries[-1]["pairwise_accuracy"] is not None
     assert all(e["model"] == "knn-double" and e["fit_seconds"] >= 0 for e in entries)
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="needs matplotlib (pip install matplotlib)")
     assert main(["report", str(log), "--out", str(tmp_path / "r.png")]) == 0
     out = capsys.readouterr().out
     assert "cost model quality per batch" in out and "pairwise acc" in out and "knn-double" in out
