@@ -212,7 +212,7 @@ def test_bench_runs_warm_up_then_repeats(libs: dict[str, str]) -> None:
     assert int(c[0]) - calls == 1 + 3  # one warm-up call, then three repeats of one
     calls = int(c[0])
     times = k.bench(a, b, c, number=2, repeat=2, min_repeat_ms=5)
-    assert len(times) == 2 and k.last_number > 100  # min_repeat_ms raised number
+    assert len(times) == 2 and k.last_number > 2  # min_repeat_ms raised number
     assert int(c[0]) - calls >= 1 + 2 * k.last_number
     start = time.perf_counter()
     k.bench(a, b, c, repeat=3, cooldown_ms=30)  # (flush_cache: see test_repeats_and_min_repeat_ms)

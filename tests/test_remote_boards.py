@@ -386,8 +386,12 @@ def test_a_dead_runs_directory_is_removed_and_the_board_lock_is_shared(lab: SshL
         assert alive.is_dir() and not gone.exists()
         (build,) = RemoteBuilder().build([MeasureInput(task, ())])
         # another tuning process is timing on the board: it holds the lock for 2 s
-        holder = subprocess.Popen(["flock", "-x", str(Path(session.workdir) / "lock"), "sleep", "2"])
-        time.sleep(0.3)
+        lock = str(Path(session.workdir) / "lock")
+        holder = subprocess.Popen(["flock", "-x", lock, "sleep", "2"])
+        for _ in range(100):  # until the holder has the lock (flock -n fails while it is held)
+            if subprocess.run(["flock", "-n", lock, "true"], check=False).returncode != 0:
+                break
+            time.sleep(0.01)
         t0 = time.monotonic()
         error_no, message, _ = session.measure(MeasureInput(task, ()), build, TaskData(0), option)
         waited = time.monotonic() - t0

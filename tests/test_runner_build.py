@@ -275,7 +275,10 @@ def test_kernel_time_repeats_and_min_repeat_ms(vadd: Kernel) -> None:
     assert len(vadd.time(a, b, c)) == 3
     start = time.perf_counter()
     times = vadd.time(a, b, c, repeat=2, min_repeat_ms=20)
-    assert time.perf_counter() - start >= 0.04
+    # Calibration stops only after one timed run of >= 20 ms. The repeats after it may be shorter
+    # (a run the machine interrupted can end calibration early), so only that run is certain.
+    assert time.perf_counter() - start >= 0.02
+    assert vadd.last_number > 1  # one call of a 1000-element add is microseconds
     assert len(times) == 2 and all(t > 0 for t in times)  # other tests may load the cores
     for kwargs in ({"number": 0}, {"number": 1.5}, {"repeat": 0}, {"min_repeat_ms": -1}):
         with pytest.raises(ValueError, match=next(iter(kwargs))):

@@ -167,7 +167,7 @@ class Kernel(CheckedArgs):
         self._func = getattr(lib, name)
         self._timer = getattr(lib, name + "__time")
         self._bench = getattr(lib, name + "__bench", None)
-        self.last_number = 0  # calls per repeat in the last bench() (0 before the first)
+        self.last_number = 0  # calls per repeat in the last time() or bench() (0 before the first)
 
     def _pointers(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         return [self._ffi.from_buffer(a) for a in arrays]
@@ -185,13 +185,14 @@ class Kernel(CheckedArgs):
 
         Each repeat runs the kernel ``number`` times. With ``min_repeat_ms`` > 0, ``number`` is
         first grown (in a calibration run that also warms up) until one repeat lasts at least that
-        long.
+        long; the number used is kept in :attr:`last_number`.
         """
         _check_counts(number, repeat, min_repeat_ms)
         sizes = self._check(arrays)
         pointers = [*self._pointers(arrays), *sizes]
         if min_repeat_ms > 0:
             number = self._calibrate(pointers, number, min_repeat_ms / 1e3)
+        self.last_number = number
         return [self._run_timer(pointers, number) / number for _ in range(repeat)]
 
     def bench(
