@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,20 @@ class Lab:
                 proc.wait()
         self.client.close()
         self.cluster.close()
+
+
+@contextmanager
+def two_devices(folder: Path, build_threads: int = 1) -> Iterator[Lab]:
+    """A lab with a build worker of ``build_threads`` threads and two measuring workers, ``m1`` and
+    ``m2`` (``--device local``), stopped at the end."""
+    lab = Lab(folder)
+    try:
+        lab.start("--nthreads", str(build_threads), name="builder")
+        lab.start("--device", "local", name="m1")
+        lab.start("--device", "local", name="m2")
+        yield lab
+    finally:
+        lab.close()
 
 
 def tasks_by_worker(stream: list[dict[str, Any]], prefix: str) -> dict[str, list[tuple[float, float]]]:

@@ -26,7 +26,7 @@ from autosched.search.tune import TuneResult
 
 distributed = pytest.importorskip("distributed", reason='pip install "dask[distributed]"')
 
-from dask_cluster import ROOT, Lab, tasks_by_worker  # noqa: E402
+from dask_cluster import ROOT, Lab, tasks_by_worker, two_devices  # noqa: E402
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -35,14 +35,8 @@ FAST = MeasureOption(repeat=2, min_repeat_ms=2.0, run_timeout=20.0, build_timeou
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    the_lab = Lab(tmp_path_factory.mktemp("dask"))
-    try:
-        the_lab.start("--nthreads", "1", name="builder")
-        the_lab.start("--device", "local", name="m1")
-        the_lab.start("--device", "local", name="m2")
+    with two_devices(tmp_path_factory.mktemp("dask")) as the_lab:
         yield the_lab
-    finally:
-        the_lab.close()
 
 
 def best_matches_numpy(task: asc.Task, log: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 import autosched as asc
 from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskCluster, DaskExecutor
-from autosched.cluster.connection import build_placement, measure_placement
+from autosched.cluster.connection import build_placement, measure_placement, measuring_workers
 from autosched.cluster.parts import DaskBuilder
 from autosched.cluster.work import build_on_worker
 from autosched.cluster.worker import WorkerPlan, plan
@@ -71,6 +71,11 @@ def test_where_work_goes() -> None:
     builders_only = {"tcp://b:1": {"build": 1.0}}  # measurements wait for a measuring worker
     where, able = measure_placement(builders_only, "c")
     assert where == {"resources": {"measure-c": 1}} and not able(builders_only)
+    # how many tasks of a network are tuned at once: one per device that measures the target
+    two_gpus = {"tcp://g:1": {"measure-cuda": 1.0}, "tcp://h:1": {"measure-cuda": 1.0}}
+    assert measuring_workers(plain, "c") == 2 and measuring_workers(mixed, "c") == 1
+    assert measuring_workers(builders_only, "c") == 0
+    assert measuring_workers({**mixed, **two_gpus}, "cuda") == 2
 
 
 def test_bad_cluster_addresses_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:

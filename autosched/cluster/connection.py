@@ -151,6 +151,14 @@ def measure_placement(workers: Workers, kind: str) -> tuple[dict[str, Any], Call
     return {}, bool
 
 
+def measuring_workers(workers: Workers, kind: str) -> int:
+    """How many programs of target kind ``kind`` a cluster measures at once: one per worker that
+    declares ``measure-KIND``, or on a plain cluster one per worker."""
+    if not any(_declares(r) for r in workers.values()):
+        return len(workers)
+    return sum(1 for r in workers.values() if r.get(measure_resource(kind), 0) > 0)
+
+
 def _declares(resources: dict[str, float]) -> bool:
     """Whether a worker declares what it is for (build or measure): the cluster is not plain."""
     return any(k == BUILD or k.startswith("measure-") for k in resources)

@@ -8,7 +8,7 @@ from ..backends.base import Backend
 from ..runner.measure import Builder, MeasureOption, Runner
 from ..target import Target
 from .base import Executor
-from .connection import DaskCluster
+from .connection import DaskCluster, measuring_workers
 from .parts import DaskBuilder, DaskRunner
 
 
@@ -28,6 +28,11 @@ class DaskExecutor(Executor):
     def runner(self, backend: Backend, option: MeasureOption, target: Target | None = None) -> Runner:
         named = str(target) if target is not None else None
         return DaskRunner(self.cluster, option, backend.kind, target=named)
+
+    def devices(self, backend: Backend) -> int:
+        """The cluster's workers that measure ``backend``'s programs now (at least 1: with none,
+        measurements wait for one to join)."""
+        return max(1, measuring_workers(self.cluster.workers(), backend.kind))
 
     def close(self) -> None:
         self.cluster.close()

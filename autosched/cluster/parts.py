@@ -23,8 +23,15 @@ from ..runner.compile import BuildError, default_cache_dir, shared_library_name
 from ..runner.local_runner import task_data
 from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 from ..target import Target
+from ..task import Task
 from .connection import DaskCluster, build_placement, measure_placement
 from .work import Artifact, build_on_worker, hold, measure_on_worker, store
+
+
+def data_key(task: Task, seed: int) -> str:
+    """The name of ``task``'s inputs and reference outputs (drawn with ``seed``) on the cluster; its
+    first 8 characters also name the task's measurements (``asc-measure-KEY8-...``)."""
+    return hashlib.sha256(f"{task.workload_key}|{task.target}|{seed}".encode()).hexdigest()[:24]
 
 
 class DaskBuilder(Closing):
@@ -83,7 +90,7 @@ class DaskRunner(Closing):
         target: str | None = None,
     ) -> None:
         self.cluster, self.option, self.kind, self.seed, self.target = cluster, option, kind, seed, target
-        self._data: dict[str, tuple[str, Any]] = {}  # task -> (key, the cluster value of its data)
+        self._data: dict[str, tuple[str, Any]] = {}  # data key -> (key, the cluster value of the data)
         self._machine = ""
 
     @property
@@ -112,13 +119,11 @@ class DaskRunner(Closing):
         self._data.clear()
 
     def _task_data(self, inp: MeasureInput) -> tuple[str, Any]:
-        task = inp.task
-        name = f"{task.workload_key}|{task.target}|{self.seed}"
-        if name not in self._data:
-            key = hashlib.sha256(name.encode()).hexdigest()[:24]
-            value = task_data(task, self.seed, self.option.check)
-            self._data[name] = (key, self.cluster.submit(hold, value, prefix="asc-data"))
-        return self._data[name]
+        key = data_key(inp.task, self.seed)
+        if key not in self._data:
+            value = task_data(inp.task, self.seed, self.option.check)
+            self._data[key] = (key, self.cluster.submit(hold, value, prefix="asc-data"))
+        return self._data[key]
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
         """Check and time each built candidate; one :class:`MeasureResult` per input, in order."""
@@ -143,7 +148,8 @@ class DaskRunner(Closing):
             key, data = self._task_data(inp)
             lib = Path(build.lib_path)
             args = (key, data, lib.name, lib.read_bytes(), build.func_name, build.arg_specs, self.option)
-            futures[self.cluster.submit(measure_on_worker, *args, prefix="asc-measure", **where)] = j
+            prefix = f"asc-measure-{key[:8]}"  # which task a measurement is for, in the task stream
+            futures[self.cluster.submit(measure_on_worker, *args, prefix=prefix, **where)] = j
         yield from failed
         for future, value in self.cluster.completed(futures, able, f"measure {self.kind} programs"):
             error_no, message, costs, seconds = value

@@ -6,6 +6,19 @@ that stops resumes the same way: run it again with the same log, and the trials 
 count toward ``trials``. The builder and runner (and with them their worker processes, or the
 cluster connection) are made once per run and handed to every round; they are closed when the run
 ends, fails or is interrupted.
+
+**Several tasks at once.** When the executor offers k >= 2 devices that measure the run's target
+at the same time (a Dask cluster with k measuring workers; this machine's pools offer one), up to k
+tasks are tuned at once (``parallel`` sets another number; 1: one task at a time). Each round runs
+in a thread of its own in this process: its search step (model update, candidate proposal) here,
+its builds and measurements on the cluster, alongside the other tasks' rounds. This is safe
+because a round shares nothing mutable with the others: each :func:`~autosched.tune` call has its
+own tuner, cost model, space and shared-log claims; each round borrows a builder and runner pair
+that no other round uses while it runs (pairs are made as needed, at most one per slot); the log
+takes each record as one locked append (``flock`` on a fresh file description, which excludes
+threads of one process too), so lines are never interleaved; the task scheduler itself is only
+used by the calling thread. With one device, rounds run one after another in the calling thread,
+exactly as before.
 """
 
 from __future__ import annotations
@@ -14,8 +27,9 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
-from contextlib import ExitStack
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +38,11 @@ from ..backends import backend_for
 from ..cluster import Executor, executor_for
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
-from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, Runner
+from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, MeasureResult, Runner
 from ..search.scheduler import Round, TaskScheduler, TaskState
-from ..search.tune import tune
+from ..search.space import Candidate
+from ..search.tune import TuningInterrupted, tune
+from ..search.tuner import Tuner
 from ..task import Task
 from .fusion import extract_tasks
 from .ir import Graph
@@ -76,21 +92,57 @@ def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
     return show
 
 
-def _measurers(
-    task: Task, option: MeasureOption | None, executor: Executor, stack: ExitStack
-) -> tuple[Builder, Runner]:
-    """The builder and runner of every round (as :func:`autosched.tune` makes its own), each one
-    closed by ``stack``."""
-    opt = option or MeasureOption()
-    backend = backend_for(task.target)
-    runner = executor.runner(backend, opt, task.target)
-    make_builder = getattr(runner, "make_builder", None)  # a runner that needs its own builds
-    builder = make_builder(opt) if make_builder is not None else executor.builder(backend, opt)
-    for part in (runner, builder):
-        close = getattr(part, "close", None)
-        if close is not None:
-            stack.callback(close)
-    return builder, runner
+class _Measurers:
+    """The builder and runner pairs of a run's rounds (as :func:`autosched.tune` makes its own):
+    a round borrows a free pair, or a new one when every pair is in use by a round in flight; every
+    pair is closed by ``stack``. One round at a time: one pair for the whole run."""
+
+    def __init__(
+        self, task: Task, option: MeasureOption | None, executor: Executor, stack: ExitStack
+    ) -> None:
+        self.task, self.option, self.executor, self.stack = task, option or MeasureOption(), executor, stack
+        self.free: list[tuple[Builder, Runner]] = []
+        self.lock = threading.Lock()
+
+    def _make(self) -> tuple[Builder, Runner]:
+        backend = backend_for(self.task.target)
+        runner = self.executor.runner(backend, self.option, self.task.target)
+        make_builder = getattr(runner, "make_builder", None)  # a runner that needs its own builds
+        if make_builder is not None:
+            builder = make_builder(self.option)
+        else:
+            builder = self.executor.builder(backend, self.option)
+        for part in (runner, builder):
+            close = getattr(part, "close", None)
+            if close is not None:
+                self.stack.callback(close)
+        return builder, runner
+
+    @contextmanager
+    def lend(self) -> Iterator[tuple[Builder, Runner]]:
+        """A pair that no other round uses until this one gives it back."""
+        with self.lock:
+            pair = self.free.pop() if self.free else self._make()
+        try:
+            yield pair
+        finally:
+            with self.lock:
+                self.free.append(pair)
+
+
+class _Halted(Exception):
+    """A round stopped early because another round failed or the run was interrupted."""
+
+
+class _HaltCheck:
+    """A tuner callback that stops a round after its current batch once ``halt`` is set."""
+
+    def __init__(self, halt: threading.Event) -> None:
+        self.halt = halt
+
+    def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None:
+        if self.halt.is_set():
+            raise _Halted(f"stopped after {tuner.trials} trials of {tuner.task.workload}")
 
 
 def tune_network(
@@ -108,6 +160,7 @@ def tune_network(
     progress: bool = False,
     callback: Callable[[Round], None] | None = None,
     cluster: Any = None,
+    parallel: int | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
@@ -115,11 +168,15 @@ def tune_network(
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
-    connection for the whole run; see :func:`autosched.tune`). Each task's first trial is its untuned
+    connection for the whole run; see :func:`autosched.tune`). ``parallel``: how many tasks are
+    tuned at once (default: one per device of the executor that measures the target; see the module
+    docstring). Each task's first trial is its untuned
     default schedule (what :func:`build_network` runs without a record), so a tuned network is never
     slower than the untuned one by its measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+        raise ValueError(f"parallel must be a positive int, got {parallel!r}")
     tasks = network_tasks(graph, target)
     weights = {info.workload: info.weight for info in extract_tasks(graph)}
     path = Path(log) if log is not None else Path(log_name(graph))
@@ -139,20 +196,30 @@ def tune_network(
         for show in shows:
             show(r)
 
-    with ExitStack() as stack:  # closes the builder, the runner and the executor however the run ends
+    halt = threading.Event()
+    with ExitStack() as stack:  # closes the builders, the runners and the executor however the run ends
         executor = executor_for(cluster)
         if not isinstance(cluster, Executor):
             stack.callback(executor.close)
-        builder, runner = _measurers(tasks[0], option, executor, stack)
+        measurers = _Measurers(tasks[0], option, executor, stack)
+        slots = parallel if parallel is not None else executor.devices(backend_for(tasks[0].target))
 
         def tune_round(i: int, n: int) -> tuple[int, float]:
-            result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
-                          seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor,
-                          builder=builder, runner=runner, measure_default=True)
+            with measurers.lend() as (builder, runner):
+                result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
+                              seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor,
+                              builder=builder, runner=runner, measure_default=True,
+                              callbacks=[_HaltCheck(halt)])
             best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
             return result.trials, best
 
-        sched.run(trials, tune_round, each_round)
+        try:
+            sched.run(trials, tune_round, each_round, slots=min(slots, len(tasks)), halt=halt.set)
+        except KeyboardInterrupt as stop:
+            if isinstance(stop, TuningInterrupted):
+                raise
+            raise TuningInterrupted(f"tuning stopped; the measurements made are in {path}: run the same "
+                                    "command again to resume") from stop
     summary = [
         {"workload": str(t.workload), "weight": s.weight, "trials": s.trials,
          "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ..records.io import open_for_append, write_all
 from ..runner.measure import MeasureErrorNo, MeasureResult
 
 if TYPE_CHECKING:
@@ -84,8 +86,11 @@ class QualityLog:
             entry = {**q.to_json(), **self.meta, "timestamp": time.time()}
             entry["batch"] = q.batch + self.offset
             lines.append(json.dumps(entry) + "\n")
-        with self.path.open("a") as f:
-            f.write("".join(lines))
+        fd = open_for_append(self.path)  # one locked write: runs in threads of one process never interleave
+        try:
+            write_all(fd, "".join(lines).encode())
+        finally:
+            os.close(fd)
         self.written += len(fresh)
 
 

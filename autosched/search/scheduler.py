@@ -16,6 +16,16 @@ turn, the baseline.
 
 The scheduler knows nothing of measuring: :meth:`TaskScheduler.run` calls ``tune_round(i, n)``,
 which tunes task i for n more trials and returns (its trials in all, its best latency in seconds).
+
+**Several tasks at once.** With ``slots`` > 1 (one per device that can measure at the same time),
+up to ``slots`` rounds of *different* tasks run at once, each ``tune_round`` in a thread of its own;
+everything else (choosing a task, recording a round, the callback) happens in the calling thread.
+Whenever a round ends, the freed slot goes to the next task as above, chosen among the tasks that
+are not in flight (warm-up rounds first). A round is given at most the trials not yet spent nor
+handed to rounds in flight, so the trials given out never exceed the budget; a round that ends with
+fewer trials than it was given leaves the rest to later rounds. If a round fails (or the caller is
+interrupted), no new round starts, ``halt()`` asks the rounds in flight to stop early, they are
+waited for, and the first error is raised.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 #: scheduling strategies by name
@@ -48,12 +59,14 @@ class TaskState:
 
 @dataclass(frozen=True, slots=True)
 class Round:
-    """One round given out: the task, its trials in all after it, and the estimated latency."""
+    """One round given out: the task, its trials in all after it, the trials of all tasks and the
+    estimated latency after it, and how many trials the round was given."""
 
     task: int
     trials: int
     total_trials: int
     latency: float
+    given: int = 0
 
 
 TuneRound = Callable[[int, int], tuple[int, float]]
@@ -131,29 +144,81 @@ class TaskScheduler:
             return self.rng.choice(live)
         return min(live, key=lambda i: (self.gradient(i), i))
 
-    def record(self, i: int, trials: int, best: float) -> Round:
-        """Note that task i now has ``trials`` trials and best latency ``best`` (seconds)."""
+    def record(self, i: int, trials: int, best: float, given: int = 0) -> Round:
+        """Note that task i now has ``trials`` trials and best latency ``best`` (seconds), after a
+        round that was given ``given`` trials."""
         t = self.tasks[i]
         t.trials = trials
         if math.isfinite(best) or t.history:
             t.history.append((trials, min(best, t.best)))
-        r = Round(i, trials, self.total_trials(), self.latency())
+        r = Round(i, trials, self.total_trials(), self.latency(), given)
         self.rounds.append(r)
         return r
 
     def run(
-        self, budget: int, tune_round: TuneRound, callback: Callable[[Round], None] | None = None
+        self,
+        budget: int,
+        tune_round: TuneRound,
+        callback: Callable[[Round], None] | None = None,
+        *,
+        slots: int = 1,
+        halt: Callable[[], None] | None = None,
     ) -> None:
         """Give out rounds until ``budget`` trials in all (counting those already done) are spent,
-        or no task can take more trials (a round that adds none retires its task)."""
+        or no task can take more trials (a round that adds none retires its task). ``slots`` > 1:
+        up to that many rounds of different tasks at once, ``halt`` stopping them early on an error
+        (see the module docstring)."""
+        if slots > 1:
+            self._run_parallel(budget, tune_round, callback, slots, halt)
+            return
         retired: frozenset[int] = frozenset()
         while self.total_trials() < budget and len(retired) < len(self.tasks):
             i = self.next_task(retired)
-            t = self.tasks[i]
             n = min(self.round_trials, budget - self.total_trials())
             trials, best = tune_round(i, n)
-            if trials <= t.trials:
-                retired |= {i}
-            r = self.record(i, max(trials, t.trials), best)
-            if callback is not None:
-                callback(r)
+            retired |= self._finish(i, n, trials, best, callback)
+
+    def _finish(
+        self, i: int, given: int, trials: int, best: float, callback: Callable[[Round], None] | None
+    ) -> frozenset[int]:
+        """Record the end of task i's round; the task, to retire, if the round added no trial."""
+        t = self.tasks[i]
+        retire = frozenset({i}) if trials <= t.trials else frozenset()
+        r = self.record(i, max(trials, t.trials), best, given)
+        if callback is not None:
+            callback(r)
+        return retire
+
+    def _run_parallel(
+        self,
+        budget: int,
+        tune_round: TuneRound,
+        callback: Callable[[Round], None] | None,
+        slots: int,
+        halt: Callable[[], None] | None,
+    ) -> None:
+        retired: frozenset[int] = frozenset()
+        running: dict[Future[tuple[int, float]], tuple[int, int]] = {}  # round -> (task, trials given)
+        with ThreadPoolExecutor(slots, thread_name_prefix="asc-round") as pool:
+            try:
+                while True:
+                    while len(running) < slots:
+                        busy = retired | {i for i, _ in running.values()}
+                        free = budget - self.total_trials() - sum(n for _, n in running.values())
+                        if free <= 0 or len(busy) >= len(self.tasks):
+                            break
+                        i = self.next_task(busy)
+                        n = min(self.round_trials, free)
+                        running[pool.submit(tune_round, i, n)] = (i, n)
+                    if not running:
+                        return
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in sorted(done, key=lambda f: running[f]):
+                        i, n = running.pop(future)
+                        trials, best = future.result()
+                        retired |= self._finish(i, n, trials, best, callback)
+            except BaseException:
+                if halt is not None:
+                    halt()
+                wait(running)  # the rounds in flight stop after their current batch
+                raise
