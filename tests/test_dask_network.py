@@ -5,6 +5,7 @@ cache). The rounds run in threads of this process, with the default model-guided
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from autosched.graph import GraphBuilder, network_tasks
 from autosched.records import load_records
 from autosched.runner.measure import MeasureOption
 from autosched.search.learning import sidecar_path
+from autosched.search.scheduler import Round
+from autosched.search.tune import TuningInterrupted
 
 distributed = pytest.importorskip("distributed", reason='pip install "dask[distributed]"')
 
@@ -106,3 +109,26 @@ def test_two_tasks_are_measured_at_once_on_two_devices(lab: Lab, tmp_path: Path)
     assert [t["trials"] for t in again.tasks] == [
         len([r for r in load_records(log) if r.workload_key == t.workload.key]) for t in tasks
     ]
+
+
+def test_an_interrupt_halts_every_round_and_the_run_resumes(lab: Lab, tmp_path: Path) -> None:
+    graph, _ = _mlp()
+    log = tmp_path / "stop.jsonl"
+
+    def interrupt(r: Round) -> None:  # Ctrl-C in the calling thread as the first round ends
+        raise KeyboardInterrupt
+
+    with pytest.raises(TuningInterrupted, match="stop.jsonl: run the same command again to resume"):
+        asc.tune_network(graph, trials=15, log=log, round_trials=5, target="c -num-threads=1", tuner="random",
+                         option=OPTION, cluster=lab.client, callback=interrupt)
+    assert not [t for t in threading.enumerate() if t.name.startswith("asc-round")]
+    records = load_records(log)
+    assert 5 <= len(records) < 15 and all(r.ok for r in records)
+
+    result = asc.tune_network(graph, trials=15, log=log, round_trials=5, target="c -num-threads=1",
+                              tuner="random", option=OPTION, cluster=lab.client)
+    records = load_records(log)
+    assert len(records) == 15 and sum(t["trials"] for t in result.tasks) == 15
+    for task, summary in zip(network_tasks(graph, "c -num-threads=1"), result.tasks, strict=True):
+        mine = [r for r in records if r.workload_key == task.workload.key]
+        assert len(mine) == summary["trials"] == len({r.program_key for r in mine})
