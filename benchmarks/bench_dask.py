@@ -11,10 +11,14 @@
 4. An extrapolation to 8 build workers and 4 devices from the measured per-trial costs: trials/s
    is bounded by builds (8 / build s per trial), devices (4 / measure s per trial) and the tuning
    process itself (1 / its own s per trial, Dask overhead included).
+5. A network (``--network N``): ``asc.tune_network`` of a 4-task MLP for N trials on a cluster of
+   one build worker and 1 or 2 measuring workers (``autosched worker --device local``, fresh kernel
+   caches everywhere): one measuring worker; two, one task at a time (``parallel=1``); two, two
+   tasks at once (the default). Wall seconds and trials per second, alternating the order per round.
 
 The run is appended to results/dask.json.
 
-    python benchmarks/bench_dask.py [--trials 24] [--rounds 3] [--n 12]
+    python benchmarks/bench_dask.py [--trials 24] [--rounds 3] [--n 12] [--network 32] [--network-only]
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 from common import clean_blas_env
 
 clean_blas_env()
@@ -38,6 +45,7 @@ from common import interleaved, median, print_table, write_results  # noqa: E402
 import autosched as asc  # noqa: E402
 from autosched.cluster import DaskCluster  # noqa: E402
 from autosched.cluster.parts import DaskBuilder, DaskRunner  # noqa: E402
+from autosched.graph import Graph, GraphBuilder  # noqa: E402
 from autosched.runner import LocalBuilder, LocalRunner, MeasureInput, MeasureOption  # noqa: E402
 from autosched.search.space import make_space  # noqa: E402
 
@@ -134,15 +142,96 @@ def throughput(trials: int, folder: Path, client: distributed.Client | None) -> 
             "build_s": result.build_time_s, "run_s": result.run_time_s}
 
 
+@contextmanager
+def device_cluster(devices: int, folder: Path) -> Iterator[distributed.Client]:
+    """A scheduler, one build worker (a thread per core) and ``devices`` measuring workers, each
+    ``autosched worker`` process with a fresh kernel cache."""
+    with distributed.LocalCluster(
+        n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster, distributed.Client(cluster, set_as_default=False) as client:
+        procs = []
+        try:
+            for flags in [[], *[["--device", "local"]] * devices]:
+                env = {**os.environ, "AUTOSCHED_CACHE": tempfile.mkdtemp(dir=folder, prefix="worker-")}
+                command = [sys.executable, "-m", "autosched", "worker", "--scheduler",
+                           cluster.scheduler_address, "--host", "127.0.0.1", *flags]
+                quiet = subprocess.DEVNULL
+                procs.append(subprocess.Popen(command, env=env, stdout=quiet, stderr=quiet))
+            client.wait_for_workers(1 + devices, timeout=120)
+            yield client
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
+
+
+def mlp() -> Graph:
+    """Three dense layers (bias + ReLU on the first two) and a softmax: four tasks."""
+    rng = np.random.default_rng(0)
+    g = GraphBuilder("bench_mlp")
+    x = g.input("x", (16, 256))
+    for i, (n, k) in enumerate(((256, 256), (128, 256))):
+        w, b = rng.standard_normal((n, k)) / 16, rng.standard_normal(n)
+        x = g.relu(g.dense(x, g.constant(w, f"w{i}"), g.constant(b, f"b{i}")))
+    g.output(g.softmax(g.dense(x, g.constant(rng.standard_normal((64, 128)) / 11, "w2"))))
+    return g.build()
+
+
+#: case -> (measuring workers, tasks at once: None for the default, one per measuring worker)
+NETWORK_CASES = {
+    "1 device": (1, None), "2 devices, 1 task at a time": (2, 1), "2 devices, 2 tasks at once": (2, None),
+}
+
+
+def network(trials: int, folder: Path, devices: int, parallel: int | None) -> dict[str, float]:
+    """One ``tune_network`` run of ``trials`` trials of :func:`mlp` (fresh caches): wall s, trials/s."""
+    graph = mlp()
+    with device_cluster(devices, folder) as client:
+        fresh_cache(folder)
+        log = Path(tempfile.mkdtemp(dir=folder)) / "net.jsonl"
+        t0 = time.perf_counter()
+        result = asc.tune_network(graph, trials=trials, log=log, round_trials=4, target=TARGET,
+                                  tuner="random", cluster=client, parallel=parallel)
+        wall = time.perf_counter() - t0
+    assert sum(t["trials"] for t in result.tasks) == trials, result.tasks
+    return {"wall_s": wall, "trials_per_s": trials / wall, "latency_ms": result.latency_ms}
+
+
+def networks(trials: int, rounds: int, folder: Path) -> dict[str, list[dict[str, float]]]:
+    """Every network case ``rounds`` times, the order of the cases alternating per round."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in NETWORK_CASES}
+    for i in range(rounds):
+        order = list(NETWORK_CASES.items())
+        for name, (devices, parallel) in order if i % 2 == 0 else order[::-1]:
+            runs[name].append(network(trials, folder, devices, parallel))
+    print_table(["network, 4 tasks", "wall s (median)", "trials/s", "runs (wall s)"], [
+        [name, median([r["wall_s"] for r in rs]), f"{trials / median([r['wall_s'] for r in rs]):.2f}",
+         " ".join(f"{r['wall_s']:.1f}" for r in rs)] for name, rs in runs.items()
+    ])
+    return runs
+
+
 def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     parser.add_argument("--trials", type=int, default=24, help="trials per throughput run")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the overhead timings")
     parser.add_argument("--n", type=int, default=12, help="trials per overhead round")
+    parser.add_argument("--network", type=int, default=32, help="trials of the network case (0: none)")
+    parser.add_argument("--network-only", action="store_true", help="only the network case")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-dask-") as tmp:
         folder = Path(tmp)
+        if args.network:
+            nets = networks(args.network, args.rounds, folder)
+            loads = [load, os.getloadavg()[0]]
+            print(f"(load average before: {loads[0]:.1f}, after: {loads[1]:.1f})")
+        if args.network_only:
+            write_results("dask", {"network_trials": args.network, "rounds": args.rounds, "network": nets,
+                                   "network_load": loads})
+            return
         local = throughput(args.trials, folder, None)
         with plain_cluster(1, folder) as client:
             costs = overheads(client, folder, args.n, args.rounds)
@@ -172,7 +261,9 @@ def main() -> None:
           f"{min(bounds, key=lambda k: bounds[k])} ("
           + ", ".join(f"{k} {v:.1f}/s" for k, v in bounds.items()) + ")")
     write_results("dask", {"trials": args.trials, "rounds": args.rounds, "n": args.n, **costs,
-                           "local": local, "dask_1": one, "dask_2": two, "bounds_per_s": bounds})
+                           "local": local, "dask_1": one, "dask_2": two, "bounds_per_s": bounds,
+                           "network_trials": args.network, "network": nets if args.network else {},
+                           "network_load": loads if args.network else []})
 
 
 if __name__ == "__main__":

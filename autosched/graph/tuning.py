@@ -9,7 +9,7 @@ ends, fails or is interrupted.
 
 **Several tasks at once.** When the executor offers k >= 2 devices that measure the run's target
 at the same time (a Dask cluster with k measuring workers; this machine's pools offer one), up to k
-tasks are tuned at once (``parallel`` sets another number; 1: one task at a time). Each round runs
+tasks are tuned at once (``parallel=N``: at most N; 1: one at a time). Each round runs
 in a thread of its own in this process: its search step (model update, candidate proposal) here,
 its builds and measurements on the cluster, alongside the other tasks' rounds. This is safe
 because a round shares nothing mutable with the others: each :func:`~autosched.tune` call has its
@@ -168,9 +168,9 @@ def tune_network(
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
-    connection for the whole run; see :func:`autosched.tune`). ``parallel``: how many tasks are
-    tuned at once (default: one per device of the executor that measures the target; see the module
-    docstring). Each task's first trial is its untuned
+    connection for the whole run; see :func:`autosched.tune`). ``parallel``: at most this many
+    tasks are tuned at once (default: as many as the executor has devices that measure the target,
+    never more; see the module docstring). Each task's first trial is its untuned
     default schedule (what :func:`build_network` runs without a record), so a tuned network is never
     slower than the untuned one by its measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
@@ -202,7 +202,7 @@ def tune_network(
         if not isinstance(cluster, Executor):
             stack.callback(executor.close)
         measurers = _Measurers(tasks[0], option, executor, stack)
-        slots = parallel if parallel is not None else executor.devices(backend_for(tasks[0].target))
+        slots = min(executor.devices(backend_for(tasks[0].target)), parallel or len(tasks), len(tasks))
 
         def tune_round(i: int, n: int) -> tuple[int, float]:
             with measurers.lend() as (builder, runner):
@@ -214,7 +214,7 @@ def tune_network(
             return result.trials, best
 
         try:
-            sched.run(trials, tune_round, each_round, slots=min(slots, len(tasks)), halt=halt.set)
+            sched.run(trials, tune_round, each_round, slots=slots, halt=halt.set)
         except KeyboardInterrupt as stop:
             if isinstance(stop, TuningInterrupted):
                 raise
