@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import autosched as asc
+from autosched.graph import GraphBuilder
 from autosched.search.scheduler import TaskScheduler, TaskState
 
 
@@ -84,3 +86,11 @@ def test_a_failed_round_halts_the_others_and_starts_no_new_one() -> None:
     time.sleep(0.1)
     assert len(device.started) == started and not device.flying  # the round in flight was waited for
     assert not [t for t in threading.enumerate() if t.name.startswith("asc-round")]
+
+
+def test_parallel_must_be_a_positive_int() -> None:
+    g = GraphBuilder("tiny")
+    g.output(g.relu(g.input("x", (2, 3))))
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match=f"parallel must be a positive int, got {bad!r}"):
+            asc.tune_network(g.build(), trials=2, log=None, parallel=bad)  # type: ignore[arg-type]
