@@ -39,21 +39,23 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def _mlp() -> tuple[asc.graph.Graph, dict[str, np.ndarray]]:
-    """dense + bias + ReLU, dense, softmax: three tasks."""
+    """Two dense + bias + ReLU layers (their default schedules have one program key) and a softmax:
+    three tasks."""
     rng = np.random.default_rng(5)
     w = {"w1": rng.standard_normal((48, 32)).astype(np.float32) / 6,
          "b1": rng.standard_normal(48).astype(np.float32),
-         "w2": rng.standard_normal((24, 48)).astype(np.float32) / 7}
+         "w2": rng.standard_normal((24, 48)).astype(np.float32) / 7,
+         "b2": rng.standard_normal(24).astype(np.float32)}
     g = GraphBuilder("mlp_at_once")
     x = g.input("x", (6, 32))
     hidden = g.relu(g.dense(x, g.constant(w["w1"], "w1"), g.constant(w["b1"], "b1")))
-    g.output(g.softmax(g.dense(hidden, g.constant(w["w2"], "w2"))))
+    g.output(g.softmax(g.relu(g.dense(hidden, g.constant(w["w2"], "w2"), g.constant(w["b2"], "b2")))))
     return g.build(), w
 
 
 def _numpy(x: np.ndarray, w: dict[str, np.ndarray]) -> np.ndarray:
     hidden = np.maximum(x.astype(np.float64) @ w["w1"].T + w["b1"], 0.0)
-    logits = hidden @ w["w2"].T
+    logits = np.maximum(hidden @ w["w2"].T + w["b2"], 0.0)
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
 
@@ -93,6 +95,7 @@ def test_two_tasks_are_measured_at_once_on_two_devices(lab: Lab, tmp_path: Path)
         mine = [r for r in records if r.workload_key == task.workload.key]
         given = sum(r.given for r in result.rounds if r.task == i)
         assert len(mine) == given == result.tasks[i]["trials"] and len({r.program_key for r in mine}) == given
+        assert (mine[0].program or {}).get("space") == "default"  # first: the default schedule
     assert sum(r.given for r in result.rounds) == 26 and result.rounds[-1].total_trials == 26
     quality = sidecar_path(log)  # the cost models' sidecar: whole lines too, if any model was fitted
     if quality.exists():

@@ -1,17 +1,20 @@
 """The task scheduler with several rounds at once (``slots`` > 1): what it hands out, to whom, and
 how it stops. The rounds are served by :class:`FakeDevices`, a fake that only sleeps and counts (the
-real end-to-end run on a Dask cluster is in test_dask_network.py)."""
+real end-to-end run on a Dask cluster is in test_dask_network.py). Also: program claims on a log
+shared by tasks tuned at once (real OFD locks)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import autosched as asc
 from autosched.graph import GraphBuilder
 from autosched.search.scheduler import TaskScheduler, TaskState
+from autosched.search.shared_log import SharedLog
 
 
 class FakeDevices:
@@ -94,3 +97,18 @@ def test_parallel_must_be_a_positive_int() -> None:
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match=f"parallel must be a positive int, got {bad!r}"):
             asc.tune_network(g.build(), trials=2, log=None, parallel=bad)  # type: ignore[arg-type]
+
+
+def test_tasks_tuned_at_once_claim_a_shared_program_key_each(tmp_path: Path) -> None:
+    log = tmp_path / "net.jsonl"
+    log.touch()
+    first, second = SharedLog(log, "fused_dense(4,48,32)", "c"), SharedLog(log, "fused_dense(4,24,48)", "c")
+    again = SharedLog(log, "fused_dense(4,48,32)", "c")  # another run of the first task
+    try:
+        assert first.claim("4b146be4b37770e8fb89") and second.claim("4b146be4b37770e8fb89")
+        assert not again.claim("4b146be4b37770e8fb89")  # one task's program is measured once
+        first.release("4b146be4b37770e8fb89")
+        assert again.claim("4b146be4b37770e8fb89")
+    finally:
+        for shared in (first, second, again):
+            shared.close()

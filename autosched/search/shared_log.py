@@ -3,7 +3,9 @@
 Two processes (or threads) tuning the same task into the same log must not measure the same
 program twice. Before measuring a program a run *claims* it with an open-file-description lock
 (Linux ``F_OFD_SETLK``) on one byte of the log, far past its end, at an offset derived from the
-program's key; a run that finds the byte locked skips the program. Such locks belong to the open
+task (workload and target) and the program's key; a run that finds the byte locked skips the
+program. (Tasks of one network tuned at once may share a program key, e.g. two dense layers'
+default schedules: each claims its own byte.) Such locks belong to the open
 file, not to a lock file: they vanish when the run closes the log or dies (SIGKILL included), so
 nothing is left behind. Where OFD locks are missing (not Linux), runs still skip every program that
 another run has already logged, read back by :class:`SharedLog.news` after each batch.
@@ -56,7 +58,7 @@ class SharedLog:
     def _lock_byte(self, key: str, kind: int) -> bool:
         if _OFD_SETLK is None:
             return True
-        request = _FLOCK.pack(kind, os.SEEK_SET, _offset(key), 1, 0)
+        request = _FLOCK.pack(kind, os.SEEK_SET, _offset(f"{self.workload_key}|{self.target}|{key}"), 1, 0)
         try:
             fcntl.fcntl(self._fd, _OFD_SETLK, request)
         except OSError as e:
