@@ -60,8 +60,10 @@ def test_grid_tuning_of_a_conv2d_template_space(tmp_path: Path) -> None:
     log = tmp_path / "conv.jsonl"
     result = asc.tune(task, trials=8, log=log, tuner="grid", space="template", option=FAST)
     assert result.trials == 8 and result.valid_trials >= 1
-    indices = [r.program["index"] for r in load_records(log) if not is_remeasurement(r)]
-    assert indices == sorted(indices) and indices[0] == 0
+    first, *rest = [r.program for r in load_records(log) if not is_remeasurement(r)]
+    assert first == {"space": "default", "schedule": "autosched.ops.schedules.conv2d_nchw_cpu"}
+    indices = [p["index"] for p in rest]  # then the grid, in order
+    assert len(indices) == 7 and indices == sorted(indices) and indices[0] == 0
     check_kernel(task, asc.load_best(log, task))
 
 

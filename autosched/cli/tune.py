@@ -94,6 +94,7 @@ def _tune(
         runner=pool,
         remeasure=args.remeasure,
         cluster=args.cluster,
+        measure_default=False if args.search_only else None,
     )
 
 
@@ -129,6 +130,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="measure the N best programs again with more repeats before declaring the best (0: no)",
     )
     p.add_argument("--space", default="sketch", choices=sorted(SPACES))
+    p.add_argument(
+        "--search-only", action="store_true",
+        help="do not measure the operator's hand-written schedule as the first trial",
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without gain")
     p.add_argument("--timeout", type=float, default=None, help="time budget of this run, seconds")

@@ -106,11 +106,17 @@ SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
 }
 
 
+def has_hand_written(wl: Workload) -> bool:
+    """Whether ``wl`` has a hand-written schedule in :data:`SCHEDULES` (a matmul with B
+    transposed has none)."""
+    return wl.name in SCHEDULES and not (wl.name == "matmul" and wl.args[4])
+
+
 def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule, str]:
     """The schedule ``wl`` gets before any tuning, and its name: the hand-written schedule of
-    :data:`SCHEDULES` where there is one (not for a matmul with B transposed), else the naive
-    schedule (``create_schedule`` with no steps, called ``"default schedule"``)."""
-    make = SCHEDULES.get(wl.name)
-    if make is not None and not (wl.name == "matmul" and wl.args[4]):
+    :data:`SCHEDULES` where there is one (:func:`has_hand_written`), else the naive schedule
+    (``create_schedule`` with no steps, called ``"default schedule"``)."""
+    if has_hand_written(wl):
+        make = SCHEDULES[wl.name]
         return make(wl.tensors(), Target.parse(target)), f"{make.__module__}.{make.__name__}"
     return create_schedule(wl.outputs), "default schedule"

@@ -22,10 +22,19 @@ from .space import Candidate
 Measure = Callable[[list[Candidate]], list[MeasureResult | None]]
 
 
+#: the ``program["space"]`` of the default schedule's records
+DEFAULT_SPACE = "default"
+
+
 def default_candidate(task: Task) -> Candidate:
     """The task's untuned default schedule as a candidate program."""
     schedule, name = default_schedule(task.workload, task.target)
-    return Candidate(tuple(schedule.steps), {"space": "default", "schedule": name})
+    return Candidate(tuple(schedule.steps), {"space": DEFAULT_SPACE, "schedule": name})
+
+
+def is_default(candidate: Candidate) -> bool:
+    """Whether ``candidate`` is a task's default schedule (no point of any search space)."""
+    return (candidate.program or {}).get("space") == DEFAULT_SPACE
 
 
 def measure_default(task: Task, measure: Measure, compiler: str, machine: str) -> list[records.Record]:

@@ -10,7 +10,9 @@ search with a warning. ``transfer=[LOG, ...]`` fits the model on other workloads
 (:mod:`autosched.search.transfer`). With a model, its quality per batch goes to the progress bar
 and to ``LOG.model.jsonl`` (:class:`~autosched.search.progress.QualityLog`). At the end the top
 few programs are measured again with more repeats and the best is the lowest re-measured median
-(:mod:`autosched.search.final`).
+(:mod:`autosched.search.final`). Where the operator has a hand-written schedule (matmul, conv2d
+NCHW on a CPU), that schedule is the first trial, so tuning never returns a slower program than
+the untuned one; ``measure_default=False`` leaves it out (the search alone).
 
 Each measurement is appended to the log as soon as it is made (one flushed line, under a file
 lock), so a run killed at any moment loses nothing it had measured; running again with the same
@@ -41,6 +43,7 @@ from ..cluster import ClusterUnavailable, Executor, executor_for
 from ..database import Database
 from ..database.machine import fingerprint_for
 from ..diagnostics import warn
+from ..ops.schedules import has_hand_written
 from ..records import is_remeasurement
 from ..runner.compile import compiler_version
 from ..runner.errors import InfrastructureError
@@ -305,7 +308,7 @@ def tune(
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
     cluster: Any = None,
-    measure_default: bool = False,
+    measure_default: bool | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
@@ -328,7 +331,9 @@ def tune(
     ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
     or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
     ``measure_default``: a run whose log has no record of the task measures the task's untuned
-    default schedule first (one trial; :mod:`autosched.search.baseline`).
+    default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
+    slower than what the task runs untuned; None (the default): only where that schedule is
+    hand-written (matmul and conv2d NCHW on a CPU target), False: the search alone.
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -374,7 +379,10 @@ def tune(
         hooks.append(ProgressBar(trials, stats))
     final = Final(None, float("inf"), 0, {})
     try:
-        if measure_default and not history and trials > 0:
+        if measure_default is None:
+            measure_default = task.target.kind == "c" and has_hand_written(task.workload)
+        in_time = timeout is None or time.monotonic() - start < timeout
+        if measure_default and not history and trials > 0 and in_time:
             the_tuner.load_history(_measure_default(task, measurer, measurer.compiler, measurer.machine))
         the_tuner.tune(
             trials,
