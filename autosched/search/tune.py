@@ -383,7 +383,8 @@ def tune(
             measure_default = task.target.kind == "c" and has_hand_written(task.workload)
         in_time = timeout is None or time.monotonic() - start < timeout
         if measure_default and not history and trials > 0 and in_time:
-            the_tuner.load_history(_measure_default(task, measurer, measurer.compiler, measurer.machine))
+            the_tuner.load_history(
+                _measure_default(task, measurer, measurer.compiler, measurer.machine, the_tuner.space))
         the_tuner.tune(
             trials,
             measurer,
