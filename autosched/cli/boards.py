@@ -24,7 +24,7 @@ from ..runner.remote import (
 )
 from ..target import Target
 
-__all__ = ["add_board_options", "board_pool", "register", "tune_target"]
+__all__ = ["add_board_options", "board_names", "board_pool", "register", "tune_target"]
 
 
 def _boards(args: argparse.Namespace) -> list[Board]:
@@ -51,6 +51,11 @@ def tune_target(args: argparse.Namespace) -> str:
     if len(targets) > 1:
         raise ValueError("the boards name several targets: tune one target per run (--target)")
     return next(iter(targets.values())) if targets else "c"
+
+
+def board_names(args: argparse.Namespace) -> list[str]:
+    """The aliases of the boards ``autosched tune`` names (``--board``, ``--boards``)."""
+    return [b.name for b in _boards(args)]
 
 
 def board_pool(args: argparse.Namespace, option: MeasureOption) -> BoardPool | None:

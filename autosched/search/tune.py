@@ -308,6 +308,7 @@ def tune(
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
     cluster: Any = None,
+    security: Any = None,
     measure_default: bool | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
@@ -330,6 +331,8 @@ def tune(
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
     ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
     or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
+    ``security``: a ``distributed.security.Security`` for a ``tls://`` address (None: Dask's own
+    configuration).
     ``measure_default``: a run whose log has no record of the task measures the task's untuned
     default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
     slower than what the task runs untuned; None (the default): only where that schedule is
@@ -362,7 +365,7 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    executor = executor_for(cluster)
+    executor = executor_for(cluster, security)
     the_runner = runner or executor.runner(backend, opt, task.target)
     make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
     if builder is None and make_builder is not None:
