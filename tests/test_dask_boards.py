@@ -16,6 +16,7 @@ import pytest
 from sshd_board import SshLab
 
 import autosched as asc
+from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskExecutor
 from autosched.cluster.work import build_executable_on_worker
 from autosched.records import is_remeasurement, load_records
@@ -105,13 +106,13 @@ def test_named_boards_measure_on_their_workers_and_an_absent_one_stops_clearly(
 ) -> None:
     task = asc.Task("relu", (16, 24), target=TARGET)
     log = tmp_path / "relu.jsonl"
-    executor = DaskExecutor(lab.dask.address, boards=["board1"])
-    try:
-        result = asc.tune(task, trials=3, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
-                          cluster=executor)
-    finally:
-        executor.close()
-    assert (result.trials, result.valid_trials) == (3, 3), result.errors
+    status = main(["tune", "relu", "16", "24", "--target", TARGET, "--cluster", lab.dask.address,
+                   "--board", "board1", "--trials", "3", "--tuner", "random", "--seed", "0",
+                   "--log", str(log), "--repeat", "2", "--min-repeat-ms", "1", "--remeasure", "0",
+                   "--quiet"])  # fmt: skip
+    assert status == 0
+    records = load_records(log)
+    assert len(records) == 3 and all(r.ok for r in records)
     with pytest.raises(ClusterUnavailable, match="measure on the board.*--board nowhere"):
         asc.tune(task, trials=4, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
                  cluster=DaskExecutor(lab.dask.address, worker_timeout=1.0, boards=["nowhere"]))
