@@ -8,7 +8,7 @@ import json
 import shlex
 from typing import Any
 
-from ..cluster import DaskExecutor, Executor
+from ..cluster import DaskExecutor
 from ..database import Database
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
@@ -40,13 +40,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.model:
         check_model_name(args.model)
     model = args.model or TUNERS[tuner].default_model
-    log = args.log or Database(args.db).log_for(task, create=True)
-    if not args.json:
-        with_model = f", model {model}" if model else ""
-        print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
-    cluster = _cluster(args)
-    pool = None if cluster is not None else board_pool(args, option)
-    with pool or contextlib.nullcontext(), contextlib.closing(cluster or Executor()):
+    with contextlib.ExitStack() as stack:  # the cluster's client and the board pool end with the run
+        cluster = _cluster(args)
+        if cluster is not None:
+            stack.callback(cluster.close)
+        pool = None if cluster is not None else board_pool(args, option)
+        if pool is not None:
+            stack.enter_context(pool)
+        log = args.log or Database(args.db).log_for(task, create=True)
+        if not args.json:
+            with_model = f", model {model}" if model else ""
+            print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
         result = _tune(args, task, log, tuner, option, pool, cluster)
     if args.json:
         print(json.dumps(result.to_json()))

@@ -10,7 +10,8 @@ it is a resource of its own: a cross target's run (``c -cc=aarch64-linux-gnu-gcc
 ``board-ALIAS``. Build workers may declare ``build``; when some do, builds
 need it, else builds go to the workers that measure nothing. Once any worker declares either, a
 measurement waits for a measuring worker. A plain cluster (no worker declares anything) builds and
-measures anywhere, one measurement at a time per worker process.
+measures anywhere, one measurement at a time per worker process. A board worker never builds: with
+no other worker, builds wait for one.
 
 ``distributed`` is imported when a cluster is first used: it is optional.
 """
@@ -187,7 +188,7 @@ class DaskCluster:
                 raise ClusterUnavailable(
                     f"no worker of the Dask cluster at {self.address} can {what} (waited "
                     f"{self.worker_timeout:g} s): start one, e.g. autosched worker --scheduler "
-                    f"{self.address} {start}"
+                    f"{self.address} {start}".rstrip()
                 )
 
 
@@ -247,4 +248,9 @@ def build_placement(workers: Workers) -> tuple[dict[str, Any], Callable[[Workers
     idle = [a for a, r in workers.items() if not any(k.startswith("measure-") for k in r)]
     if idle and len(idle) < len(workers):
         return {"workers": idle}, lambda ws: any(a in ws for a in idle)
+    others = [a for a, r in workers.items() if not any(k.startswith("board-") for k in r)]
+    if not others:  # board workers only: builds wait for a build worker (a board worker never builds)
+        return {"resources": {BUILD: 1}}, lambda ws: any(BUILD in r for r in ws.values())
+    if len(others) < len(workers):
+        return {"workers": others}, lambda ws: any(a in ws for a in others)
     return {}, bool

@@ -66,7 +66,7 @@ class DaskBuilder(Closing):
                                         prefix="asc-build", **where)] = i
         self.remote_builds += len(futures)
         art: Artifact
-        for future, art in self.cluster.completed(futures, able, "build"):
+        for future, art in self.cluster.completed(futures, able, "build", start=""):
             path = None
             if art.name is not None and art.blob is not None:
                 path = str(store(cache, art.name, art.blob))
