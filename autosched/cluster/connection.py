@@ -196,7 +196,7 @@ def _connect(distributed: Any, address: str, timeout: float, security: Any) -> A
     """A client of the scheduler at ``address``, or a one-line :class:`ClusterUnavailable`."""
     try:
         return distributed.Client(address, timeout=timeout, set_as_default=False, security=security)
-    except (OSError, TimeoutError, TypeError, ValueError) as e:
+    except (OSError, TimeoutError, TypeError, ValueError, RuntimeError) as e:
         why = " ".join(str(e).split()) or type(e).__name__
         hint = ""
         if address.startswith("tls://") and (security is None or isinstance(e, TypeError)):
