@@ -28,6 +28,9 @@ from ..target import Target
 from .connection import DaskCluster, Workers, build_placement, measure_placement
 from .work import Artifact, Measurement, build_executable_on_worker, build_on_worker, measure_on_worker, store
 
+#: a batch's distinct compilations and the (index, seconds spent emitting) of the candidates of each
+_Jobs = dict[Job, list[tuple[int, float]]]
+
 
 class DaskBuilder(Closing):
     """Builds C candidates on a Dask cluster, ``timeout`` seconds per compile, into ``cache_dir``
@@ -51,8 +54,7 @@ class DaskBuilder(Closing):
         compile_on_worker = build_on_worker
         if self.executable:
             cache, compile_on_worker = cache / "boards", build_executable_on_worker
-            jobs = {(source + main_source(results[users[0][0]].func_name, results[users[0][0]].arg_specs),
-                     target, code): users for (source, target, code), users in jobs.items()}  # fmt: skip
+            jobs = _with_main(results, jobs)
         done: dict[int, Compiled] = {}
         futures: dict[Any, int] = {}
         where, able = build_placement(self.cluster.workers())
@@ -85,6 +87,15 @@ class DaskBuilder(Closing):
         except BuildError:  # no compiler here (a cross target): only the cluster can tell
             return None
         return path if path.exists() else None
+
+
+def _with_main(results: list[BuildResult], jobs: _Jobs) -> _Jobs:
+    """``jobs`` with each source followed by the board ``main`` of its kernel (an executable)."""
+    out: _Jobs = {}
+    for (source, target, code), users in jobs.items():
+        kernel = results[users[0][0]]  # one source, one kernel: its users share name and arguments
+        out[(source + main_source(kernel.func_name, kernel.arg_specs), target, code)] = users
+    return out
 
 
 class DaskRunner(Closing):
