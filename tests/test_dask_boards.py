@@ -20,6 +20,7 @@ from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskExecutor
 from autosched.cluster.work import build_executable_on_worker
 from autosched.records import is_remeasurement, load_records
+from autosched.runner.compile import compiler_version
 from autosched.runner.measure import MeasureErrorNo, MeasureOption
 from autosched.runner.remote import SSH_CONFIG_ENV, Board
 from autosched.runner.remote.session import BoardSession
@@ -80,12 +81,13 @@ def test_a_cross_target_tunes_on_the_board_worker_which_never_builds(lab: BoardL
     client = lab.dask.client
     resources = {w["name"]: w["resources"] for w in client.scheduler_info(n_workers=-1)["workers"].values()}
     assert resources["b1"] == {"measure-c-aarch64": 1, "board-board1": 1}, resources
-    with distributed.get_task_stream(client) as stream:
+    with distributed.get_task_stream(client) as stream:  # the tuning process has no compiler, no ssh
         done = subprocess.run(
             [sys.executable, "-m", "autosched", "tune", "matmul", "24", "20", "16", "--target", TARGET,
              "--trials", "5", "--tuner", "random", "--seed", "1", "--log", str(log), "--repeat", "2",
              "--min-repeat-ms", "1", "--remeasure", "1", "--cluster", lab.dask.address, "--json", "--quiet"],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(tmp_path / "no-tools")},
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])
@@ -93,6 +95,7 @@ def test_a_cross_target_tunes_on_the_board_worker_which_never_builds(lab: BoardL
     records = load_records(log)  # each one checked against numpy's matmul in the tuning process
     assert len([r for r in records if not is_remeasurement(r)]) == 5 and all(r.ok for r in records)
     assert {r.machine for r in records} == {board_fingerprint(lab)}  # measured on the board
+    assert {r.compiler for r in records} == {compiler_version("aarch64-linux-gnu-gcc").splitlines()[0]}
 
     board, cpu, builder = (lab.dask.address_of(n) for n in ("b1", "cpu", "builder"))
     builds = tasks_by_worker(stream.data, "asc-build")

@@ -20,13 +20,27 @@ from typing import Any
 from ..database.machine import fingerprint_for
 from ..runner.build_worker import Compiled
 from ..runner.builder import Job, emit_sources, with_libraries
-from ..runner.compile import BuildError, default_cache_dir, executable_name, shared_library_name
+from ..runner.compile import (
+    BuildError,
+    compiler_version,
+    default_cache_dir,
+    executable_name,
+    shared_library_name,
+)
 from ..runner.local_runner import task_data
 from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 from ..runner.remote.program import main_source
 from ..target import Target
 from .connection import DaskCluster, Workers, build_placement, measure_placement
-from .work import Artifact, Measurement, build_executable_on_worker, build_on_worker, measure_on_worker, store
+from .work import (
+    Artifact,
+    Measurement,
+    build_executable_on_worker,
+    build_on_worker,
+    installed_compiler,
+    measure_on_worker,
+    store,
+)
 
 #: a batch's distinct compilations and the (index, seconds spent emitting) of the candidates of each
 _Jobs = dict[Job, list[tuple[int, float]]]
@@ -75,6 +89,17 @@ class DaskBuilder(Closing):
             outcome = Compiled(path, art.error_no, art.error_msg, art.seconds, art.infrastructure)
             done[futures[future]] = outcome
         return with_libraries(results, jobs, [done[i] for i in range(len(jobs))])
+
+    def compiler_version(self, cc: str) -> str:
+        """The ``--version`` output of compiler ``cc`` on the cluster's build workers (records name
+        the compiler that built them; the tuning machine needs no cross compiler), else here."""
+        workers = self.cluster.workers()
+        where = build_placement(workers)[0]
+        needs, listed = where.get("resources", {}), where.get("workers", list(workers))
+        chosen = [a for a, r in workers.items() if a in listed and all(k in r for k in needs)]
+        found = self.cluster.client.run(installed_compiler, cc, workers=chosen) if chosen else {}
+        versions = sorted(v for v in found.values() if v.strip())
+        return versions[0] if versions else compiler_version(cc)
 
     def _cached(self, cache: Path, job: Job) -> Path | None:
         """The library (executable) of ``job`` in this machine's kernel cache, if it is there."""

@@ -28,6 +28,7 @@ from ..runner.compile import (
     CompileError,
     CompilerNotFound,
     compile_executable,
+    compiler_version,
     default_cache_dir,
 )
 from ..runner.kernel import ArgSpec
@@ -96,6 +97,14 @@ def build_on_worker(source: str, target: str, timeout: float, code: CCode = NO_C
         return Artifact(None, None, done.error_no, done.error_msg, done.seconds, done.infrastructure)
     path = Path(done.lib_path)
     return Artifact(path.name, path.read_bytes(), done.error_no, "", done.seconds)
+
+
+def installed_compiler(cc: str) -> str:
+    """The ``--version`` output of compiler ``cc`` on this worker, "" if it has none."""
+    try:
+        return compiler_version(cc)
+    except CompilerNotFound:
+        return ""
 
 
 def build_executable_on_worker(source: str, target: str, timeout: float, code: CCode = NO_CODE) -> Artifact:

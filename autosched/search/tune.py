@@ -137,7 +137,8 @@ class _Measurer:
     ) -> None:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
-        self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
+        version = getattr(builder, "compiler_version", compiler_version)  # a cluster's: its build workers'
+        self.compiler = version(cc).strip().splitlines()[0] if cc else ""
         # a runner that measures elsewhere (a board) names the machine its records are valid for
         self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
         self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
