@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,6 +133,33 @@ def test_a_build_worker_without_the_cross_compiler_gives_a_compile_error(lab: Bo
     assert art.error_no == MeasureErrorNo.COMPILE_ERROR and art.blob is None
     assert "build worker" in art.error_msg and "aarch64-nowhere-linux-gnu-gcc" in art.error_msg, art.error_msg
     assert art.error_msg.count("\n") == 0
+
+
+def test_a_board_dropping_off_mid_run_costs_no_trial(lab: BoardLab, tmp_path: Path) -> None:
+    server = lab.ssh.servers["board1"]
+    task = asc.Task("matmul", (12, 16, 8), target=TARGET)
+    log = tmp_path / "drop.jsonl"
+    dropped = threading.Event()
+
+    said = lab.dask.folder / "worker-b1.log"
+
+    def back_once_the_worker_saw_it() -> None:
+        deadline = time.monotonic() + 60.0
+        while "trying again" not in said.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        server.start()
+
+    def drop_after_first_batch(tuner: object, cands: object, results: object) -> None:
+        if not dropped.is_set():
+            dropped.set()
+            server.kill()  # sshd and the worker's shared connection die
+            threading.Thread(target=back_once_the_worker_saw_it, daemon=True).start()
+
+    result = asc.tune(task, trials=8, log=log, tuner="random", seed=5, option=FAST, remeasure=0,
+                      batch_size=4, cluster=lab.dask.address, callbacks=[drop_after_first_batch])
+    assert dropped.is_set() and server.proc is not None and "trying again" in said.read_text()
+    assert (result.trials, result.valid_trials) == (8, 8), result.errors  # nothing charged to a program
+    assert len(load_records(log)) == 8
 
 
 def test_the_board_session_ends_with_its_worker(lab: BoardLab) -> None:

@@ -10,9 +10,11 @@ process: the board worker never builds, and needs no cross compiler.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
+from ..diagnostics import printable
 from ..runner.compile import default_cache_dir
 from ..runner.measure import BuildResult
 from ..runner.remote import Board, BoardInfo, BoardUnreachable
@@ -68,7 +70,7 @@ def board_machine() -> str:
 def measure_on_board(data: TaskValue, job: Measurement) -> tuple[int, str, tuple[float, ...], float]:
     """Check and time the static executable of ``job`` (gzip-compressed) on the board with the
     task data ``data``: (error kind, message, costs, seconds it took). A board that stops
-    answering is tried again; then ``BoardUnreachable``."""
+    answering is tried again (said on the worker's stderr); then ``BoardUnreachable``."""
     with _measuring:
         start = time.perf_counter()
         session = _the_session()
@@ -81,9 +83,12 @@ def measure_on_board(data: TaskValue, job: Measurement) -> tuple[int, str, tuple
                 batch = [((job.key, inputs, expected or []), build)]
                 ((error_no, message, costs),) = session.run_batch(batch, job.option)
                 return int(error_no), message, costs, time.perf_counter() - start
-            except BoardUnreachable:
+            except BoardUnreachable as e:
                 session.conn.close()  # a fresh connection next time
                 failures += 1
                 if failures > RETRIES:
                     raise
-                time.sleep(2.0 ** (failures - 1))
+                wait = 2.0 ** (failures - 1)
+                said = f"autosched worker: {printable(str(e), 300)}; trying again in {wait:g} s"
+                print(said, file=sys.stderr, flush=True)
+                time.sleep(wait)
