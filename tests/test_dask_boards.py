@@ -118,9 +118,13 @@ def test_named_boards_measure_on_their_workers_and_an_absent_one_stops_clearly(
     assert status == 0
     records = load_records(log)
     assert len(records) == 3 and all(r.ok for r in records)
-    with pytest.raises(ClusterUnavailable, match="measure on the board.*--board nowhere"):
-        asc.tune(task, trials=4, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
-                 cluster=DaskExecutor(lab.dask.address, worker_timeout=1.0, boards=["nowhere"]))
+    executor = DaskExecutor(lab.dask.address, worker_timeout=1.0, boards=["nowhere"])
+    try:
+        with pytest.raises(ClusterUnavailable, match="measure on the board.*--board nowhere"):
+            asc.tune(task, trials=4, log=log, tuner="random", seed=0, option=FAST, remeasure=0,
+                     cluster=executor)
+    finally:
+        executor.close()
     assert len(load_records(log)) == 3
 
 
