@@ -330,10 +330,9 @@ def tune(
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
     best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
-    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
-    or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
-    ``security``: a ``distributed.security.Security`` for a ``tls://`` address (None: Dask's own
-    configuration).
+    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``;
+    ``tls://`` with ``security``, a ``distributed.security.Security``, else Dask's configuration) or
+    a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
     ``measure_default``: a run whose log has no record of the task measures the task's untuned
     default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
     slower than what the task runs untuned; None (the default): only where that schedule is
