@@ -108,6 +108,7 @@ def tune_network(
     progress: bool = False,
     callback: Callable[[Round], None] | None = None,
     cluster: Any = None,
+    security: Any = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
@@ -115,7 +116,8 @@ def tune_network(
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
-    connection for the whole run; see :func:`autosched.tune`). Each task's first trial is its untuned
+    connection for the whole run; ``security``: TLS settings for an address; see
+    :func:`autosched.tune`). Each task's first trial is its untuned
     default schedule (what :func:`build_network` runs without a record), so a tuned network is never
     slower than the untuned one by its measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
@@ -140,7 +142,7 @@ def tune_network(
             show(r)
 
     with ExitStack() as stack:  # closes the builder, the runner and the executor however the run ends
-        executor = executor_for(cluster)
+        executor = executor_for(cluster, security)
         if not isinstance(cluster, Executor):
             stack.callback(executor.close)
         builder, runner = _measurers(tasks[0], option, executor, stack)

@@ -137,7 +137,8 @@ class _Measurer:
     ) -> None:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
-        self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
+        version = getattr(builder, "compiler_version", compiler_version)  # a cluster's: its build workers'
+        self.compiler = version(cc).strip().splitlines()[0] if cc else ""
         # a runner that measures elsewhere (a board) names the machine its records are valid for
         self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
         self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
@@ -308,6 +309,7 @@ def tune(
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
     cluster: Any = None,
+    security: Any = None,
     measure_default: bool | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
@@ -328,8 +330,9 @@ def tune(
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
     best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
-    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
-    or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
+    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``;
+    ``tls://`` with ``security``, a ``distributed.security.Security``, else Dask's configuration) or
+    a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
     ``measure_default``: a run whose log has no record of the task measures the task's untuned
     default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
     slower than what the task runs untuned; None (the default): only where that schedule is
@@ -362,7 +365,7 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    executor = executor_for(cluster)
+    executor = executor_for(cluster, security)
     the_runner = runner or executor.runner(backend, opt, task.target)
     make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
     if builder is None and make_builder is not None:
