@@ -2,7 +2,10 @@
 
 For each case (matmul 512^3 and ResNet conv2d layers) and each tuner (``evolutionary`` with the
 ``xgb`` cost model, ``random``, the model-free ``ga``), several seeds tune on all cores of this
-machine with real compiles and measurements. A run stops at each checkpoint (``--checkpoints``),
+machine with real compiles and measurements. Every run is the search alone
+(``measure_default=False``); ``--default`` adds runs whose first trial is the operator's
+hand-written schedule (``asc.tune``'s default), and ``TUNER@template`` tunes the knob template
+space instead of the sketch space. A run stops at each checkpoint (``--checkpoints``),
 notes what it has, and resumes from its log for the next one, as a user's second command would.
 At a checkpoint the best program is the log's best so far (re-measured programs count by their
 re-measurement). Then every best program is timed side by side with the references, interleaved
@@ -103,11 +106,12 @@ def references(name: str, args: tuple[int, ...], inputs: list[np.ndarray]) -> di
 
 
 def tune_run(task: asc.Task, log: Path, tuner: str, seed: int, checkpoints: list[int],
-             transfer: list[Path]) -> list[dict[str, Any]]:
+             transfer: list[Path], space: str = "sketch", default: bool = False) -> list[dict[str, Any]]:
     """Tune to each checkpoint in turn (resuming the log); what each one found and cost."""
     out = []
     for trials in checkpoints:
-        result = asc.tune(task, trials=trials, log=log, tuner=tuner, seed=seed, transfer=transfer)
+        result = asc.tune(task, trials=trials, log=log, tuner=tuner, seed=seed, transfer=transfer,
+                          space=space, measure_default=default)
         inside = result.build_time_s + result.run_time_s
         out.append({
             "trials": result.trials,
@@ -149,10 +153,13 @@ def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
     if opts.dataset:
         dataset = sorted(p for p in opts.dataset.glob("*.jsonl") if not p.name.endswith(".model.jsonl"))
         plans += [("evolutionary+dataset", s, opts.checkpoints[:1], dataset) for s in opts.seeds]
+    if opts.default:
+        plans += [(f"{t}+default", s, c, tr) for t, s, c, tr in plans if "+" not in t]
     for tag, seed, checkpoints, transfer in plans:
-        tuner = tag.split("+")[0]
-        log = opts.log_dir / f"{label}_{tag}_s{seed}.jsonl"
-        for point in tune_run(task, log, tuner, seed, checkpoints, transfer):
+        tuner, _, space = tag.split("+")[0].partition("@")
+        log = opts.log_dir / f"{label}_{tag.replace('@', '-')}_s{seed}.jsonl"
+        default = "+default" in tag
+        for point in tune_run(task, log, tuner, seed, checkpoints, transfer, space or "sketch", default):
             runs.append({"tuner": tag, "seed": seed, "log": str(log), **point})
     inputs = task.workload.random_inputs(0)
     outputs = [np.zeros(t.shape, t.dtype) for t in task.workload.outputs]
@@ -196,13 +203,16 @@ def summary_rows(case: dict[str, Any]) -> list[list[object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default="matmul512,conv64,conv128,conv256")
-    parser.add_argument("--tuners", default="evolutionary,random,ga")
+    parser.add_argument("--tuners", default="evolutionary,random,ga",
+                        help="tuner names, TUNER@SPACE for another space than sketch (xgb@template)")
     parser.add_argument("--long-tuners", default="evolutionary,random",
                         help="tuners that go on to the later checkpoints")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--checkpoints", default="64,256")
     parser.add_argument("--transfer", action="store_true", help="conv128 from the other convs' logs too")
     parser.add_argument("--dataset", type=Path, help="every case also with these logs as transfer logs")
+    parser.add_argument("--default", action="store_true",
+                        help="every tuner also with the hand-written schedule as its first trial")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--log-dir", type=Path, default=LOGS)
     parser.add_argument("--results-name", default="guided")

@@ -21,29 +21,37 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Lab:
-    """A scheduler (``LocalCluster`` without workers) and the worker processes started for it."""
+    """A scheduler (``LocalCluster`` without workers) and the worker processes started for it;
+    with ``security``, on ``tls://``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, security: distributed.security.Security | None = None) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        tls = {"security": security, "protocol": "tls://"} if security is not None else {}
         self.cluster = distributed.LocalCluster(
-            n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None
+            n_workers=0, processes=True, host="127.0.0.1", dashboard_address=None, **tls
         )
         self.address = self.cluster.scheduler_address
-        self.client = distributed.Client(self.address, set_as_default=False)
+        self.client = distributed.Client(self.address, set_as_default=False, security=security)
         self.workers: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *flags: str, name: str) -> subprocess.Popen[bytes]:
-        """Start ``autosched worker`` with ``flags``, its own kernel cache; wait until it joined."""
-        cache = self.folder / f"cache-{name}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOSCHED_CACHE": str(cache)}
+    def start(self, *flags: str, name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start ``autosched worker`` with ``flags`` and ``env``, its own kernel cache; wait until it
+        joined."""
+        cache, log = self.folder / f"cache-{name}", self.folder / f"worker-{name}.log"
+        env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT), "AUTOSCHED_CACHE": str(cache)}
         before = len(self.client.scheduler_info(n_workers=-1)["workers"])
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "autosched", "worker", "--scheduler", self.address, "--host", "127.0.0.1",
-             "--name", name, *flags],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )
+        with log.open("wb") as err:  # the worker's messages, for a worker that does not join
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autosched", "worker", "--scheduler", self.address,
+                 "--host", "127.0.0.1", "--name", name, *flags],
+                env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            )
         self.workers.append(proc)
-        self.client.wait_for_workers(before + 1, timeout=60)
+        try:
+            self.client.wait_for_workers(before + 1, timeout=60)
+        except TimeoutError:
+            raise RuntimeError(f"worker {name} did not join: {log.read_text()[-1000:]}") from None
         return proc
 
     def address_of(self, name: str) -> str:

@@ -11,13 +11,15 @@ import pytest
 import autosched as asc
 from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskCluster, DaskExecutor
-from autosched.cluster.connection import build_placement, measure_placement, measuring_workers
-from autosched.cluster.parts import DaskBuilder
+from autosched.cluster.board_work import board_resources
+from autosched.cluster.connection import board_placements, build_placement, measure_placement, tls_security
+from autosched.cluster.parts import DaskBuilder, DaskRunner
 from autosched.cluster.work import build_on_worker
 from autosched.cluster.worker import WorkerPlan, plan
 from autosched.records import load_records
 from autosched.runner.compile import default_cache_dir
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
+from autosched.runner.remote import Board, BoardInfo
 
 distributed = pytest.importorskip("distributed", reason='pip install "dask[distributed]"')
 
@@ -48,6 +50,7 @@ def test_a_plain_cluster_tunes_and_the_local_cache_is_asked_first(
     assert (result.trials, result.valid_trials) == (4, 4), result.errors
     records = load_records(log)
     assert len(records) == 4 and all(r.ok and len(r.costs) == 2 for r in records)
+    assert DaskRunner(DaskCluster(plain), FAST).devices() == 1  # a plain worker measures, one at a time
 
     builder = DaskBuilder(DaskCluster(plain), timeout=60.0)
     inputs = [MeasureInput(task, r.steps) for r in records]
@@ -71,11 +74,6 @@ def test_where_work_goes() -> None:
     builders_only = {"tcp://b:1": {"build": 1.0}}  # measurements wait for a measuring worker
     where, able = measure_placement(builders_only, "c")
     assert where == {"resources": {"measure-c": 1}} and not able(builders_only)
-    # how many tasks of a network are tuned at once: one per device that measures the target
-    two_gpus = {"tcp://g:1": {"measure-cuda": 1.0}, "tcp://h:1": {"measure-cuda": 1.0}}
-    assert measuring_workers(plain, "c") == 2 and measuring_workers(mixed, "c") == 1
-    assert measuring_workers(builders_only, "c") == 0
-    assert measuring_workers({**mixed, **two_gpus}, "cuda") == 2
 
 
 def test_bad_cluster_addresses_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,3 +98,34 @@ def test_worker_plans() -> None:
         plan("board7")
     with pytest.raises(ValueError, match="not both"):
         plan("local", gpu=0)
+
+
+def test_board_workers_resources_and_where_board_measurements_go(tmp_path: Path) -> None:
+    info = BoardInfo("x86_64", "a CPU", 4)
+    arm = Board("rpi4", "c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72")
+    assert board_resources(arm, info) == {"measure-c-aarch64": 1, "board-rpi4": 1}  # its target's arch
+    assert board_resources(Board("srv"), info) == {"measure-c-x86_64": 1, "board-srv": 1}  # the board's own
+    workers = {"tcp://b:1": {"build": 1.0}, "tcp://c:1": {"measure-c": 1.0},
+               "tcp://r:1": {"measure-c-aarch64": 1.0, "board-rpi4": 1.0}}  # fmt: skip
+    wheres, able = board_placements("c-aarch64", ())
+    assert wheres == [{"resources": {"measure-c-aarch64": 1}}] and able(workers)
+    assert not able({a: r for a, r in workers.items() if a != "tcp://r:1"})  # a local CPU cannot
+    wheres, able = board_placements("c-aarch64", ("rpi4", "rpi5"))
+    assert wheres == [{"resources": {"board-rpi4": 1}}, {"resources": {"board-rpi5": 1}}]
+    assert not able(workers) and able({**workers, "tcp://s:1": {"board-rpi5": 1.0}})
+    assert build_placement(workers)[0] == {"resources": {"build": 1}}  # never a board worker
+    measuring = {a: r for a, r in workers.items() if a != "tcp://b:1"}
+    assert build_placement(measuring)[0] == {"workers": ["tcp://c:1"]}  # a local CPU may build, a board not
+    where, able = build_placement({"tcp://r:1": workers["tcp://r:1"]})
+    assert where == {"resources": {"build": 1}} and not able(measuring) and able(workers)
+
+
+def test_tls_settings_from_files_are_checked(tmp_path: Path) -> None:
+    assert tls_security(None, None, None, "client") is None  # Dask's configuration applies
+    with pytest.raises(ValueError, match="TLS needs --tls-ca-file and --tls-cert"):
+        tls_security(None, str(tmp_path / "c.pem"), None, "client")
+    with pytest.raises(ValueError, match="--tls-ca-file: no such file") as no:
+        tls_security(str(tmp_path / "ca\n$(id).pem"), str(tmp_path / "c.pem"), None, "worker")
+    assert "\n" not in str(no.value)
+    with pytest.raises(ValueError, match="security= goes with a cluster address"):
+        asc.tune(asc.Task("matmul", (8, 8, 8)), trials=1, log=False, security=object())

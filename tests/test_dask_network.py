@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import autosched as asc
-from autosched.cluster.parts import data_key
+from autosched.cluster import DaskCluster
+from autosched.cluster.parts import DaskRunner, data_key
 from autosched.graph import GraphBuilder, network_tasks
 from autosched.records import load_records
 from autosched.runner.measure import MeasureOption
@@ -82,6 +83,7 @@ def test_two_tasks_are_measured_at_once_on_two_devices(lab: Lab, tmp_path: Path)
     with distributed.get_task_stream(lab.client) as stream:
         result = asc.tune_network(graph, trials=26, log=log, round_trials=5, target="c -num-threads=1",
                                   option=OPTION, cluster=lab.address)
+    assert DaskRunner(DaskCluster(lab.client), OPTION).devices() == 2  # m1 and m2, not the builder
     tags = {data_key(t, 0)[:8]: i for i, t in enumerate(tasks)}
     met = _overlaps(stream.data)
     assert met, "no two tasks were measured at the same time"

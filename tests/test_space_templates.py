@@ -30,6 +30,7 @@ from autosched.space.templates import (
     template_space,
 )
 from autosched.space.templates.__main__ import main as list_spaces
+from autosched.space.templates.handwritten import hand_written_config
 
 TARGET = "c -num-threads=2"
 
@@ -352,13 +353,46 @@ HAND_WRITTEN = {
     ids=["matmul-1", "matmul-2", "conv-1"],
 )
 def test_hand_written_schedules_are_points_of_the_templates(name: str, threads: int) -> None:
-    """The hand-written schedule is a config of the template: the same C, modulo loop names."""
+    """The hand-written schedule is a config of the template: the same C, modulo loop names; and
+    ``hand_written_config`` finds that config."""
     hand, args, values = HAND_WRITTEN[name]
     target = f"c -num-threads={threads} -vector-bytes=64"
     wl = asc.get_workload(name, args)
-    space = template_space(wl, target)
-    cfg = space.from_dict(values | ({"parallel": 1} if threads > 1 else {}))
+    cfg = template_space(wl, target).from_dict(values | ({"parallel": 1} if threads > 1 else {}))
+    found = hand_written_config(wl, target)
+    assert found is not None and found.index == cfg.index
     s = instantiate(wl, target, cfg)
     ours = asc.emit(s, wl.tensors(), target)
     assert _canonical(ours) == _canonical(asc.emit(hand(wl.tensors(), target), wl.tensors(), target))
     check_against_reference(wl, s, target)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "target"),
+    [
+        ("matmul", (512, 512, 512), "c -num-threads=2 -vector-bytes=32"),
+        ("matmul", (100, 72, 36), "c -num-threads=1 -vector-bytes=32"),
+        ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1), "c -num-threads=2 -vector-bytes=32"),
+        ("conv2d_nchw", (1, 128, 28, 28, 128, 3, 3, 1, 1), "c -num-threads=2 -vector-bytes=32"),
+        ("conv2d_nchw", (1, 32, 14, 14, 48, 3, 3, 2, 1), "c -num-threads=1 -vector-bytes=32"),
+        ("conv2d_nchw", (1, 16, 9, 9, 8, 1, 1, 1, 0), "c -num-threads=1 -vector-bytes=16"),
+    ],
+    ids=["mm512", "mm-odd", "conv64", "conv128", "conv-stride2", "conv-1x1"],
+)
+def test_hand_written_config_is_the_hand_written_schedule(
+    name: str, args: tuple[int, ...], target: str
+) -> None:
+    """On other shapes and vector widths too: the config's C is the hand-written schedule's."""
+    hand = HAND_WRITTEN[name][0]
+    wl = asc.get_workload(name, args)
+    cfg = hand_written_config(wl, target)
+    assert cfg is not None
+    ours = asc.emit(instantiate(wl, target, cfg), wl.tensors(), target)
+    assert _canonical(ours) == _canonical(asc.emit(hand(wl.tensors(), target), wl.tensors(), target))
+
+
+def test_no_hand_written_config_where_there_is_none() -> None:
+    assert hand_written_config(asc.get_workload("matmul", (64, 64, 64, "float32", True))) is None  # B.T
+    assert hand_written_config(asc.get_workload("dense", (8, 16, 32))) is None
+    conv3 = asc.get_workload("conv2d_nchw", (1, 3, 16, 16, 8, 3, 3, 1, 1))  # 3 channels: no power of 2
+    assert hand_written_config(conv3, "c -num-threads=1") is None

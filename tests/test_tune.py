@@ -17,6 +17,7 @@ import autosched as asc
 from autosched.cli import main
 from autosched.records import is_remeasurement, load_records, steps_key
 from autosched.runner.measure import MeasureOption
+from autosched.space.templates.handwritten import hand_written_config
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -60,8 +61,11 @@ def test_grid_tuning_of_a_conv2d_template_space(tmp_path: Path) -> None:
     log = tmp_path / "conv.jsonl"
     result = asc.tune(task, trials=8, log=log, tuner="grid", space="template", option=FAST)
     assert result.trials == 8 and result.valid_trials >= 1
-    indices = [r.program["index"] for r in load_records(log) if not is_remeasurement(r)]
-    assert indices == sorted(indices) and indices[0] == 0
+    first, *rest = [r.program for r in load_records(log) if not is_remeasurement(r)]
+    config = hand_written_config(task.workload, task.target)  # the hand-written schedule first
+    assert config is not None and first == {"space": "template", **config.to_json()}
+    indices = [p["index"] for p in rest]  # then the grid, in order
+    assert len(indices) == 7 and indices == sorted(indices) and indices[0] == 0
     check_kernel(task, asc.load_best(log, task))
 
 

@@ -81,7 +81,8 @@ def test_model_quality_goes_to_the_sidecar_and_the_report(
     log = tmp_path / "mm.jsonl"
     asc.tune(TASK, trials=16, log=log, tuner=_tuner("evolutionary", "sketch"), option=FAST, batch_size=4)
     entries = [json.loads(line) for line in (tmp_path / "mm.model.jsonl").read_text().splitlines()]
-    assert [e["batch"] for e in entries] == [1, 2, 3] and [e["trials"] for e in entries] == [8, 12, 16]
+    # trial 1 is matmul's hand-written schedule, then batches of 4; the first fit waits for 8 records
+    assert [e["batch"] for e in entries] == [1, 2, 3] and [e["trials"] for e in entries] == [9, 13, 16]
     assert entries[0]["pairwise_accuracy"] is None and entries[-1]["pairwise_accuracy"] is not None
     assert all(e["model"] == "knn-double" and e["fit_seconds"] >= 0 for e in entries)
     pytest.importorskip("matplotlib", reason="needs matplotlib (pip install matplotlib)")
@@ -199,7 +200,8 @@ def test_the_default_tuners_with_the_real_xgb_model(tmp_path: Path, tuner: str |
     records = load_records(log)
     assert result.trials == 24 == len({r.program_key for r in records}) and result.valid_trials >= 20
     entries = [json.loads(line) for line in (tmp_path / "x.model.jsonl").read_text().splitlines()]
-    assert [e["model"] for e in entries] == ["xgb"] * 3 and [e["trials"] for e in entries] == [8, 16, 24]
+    assert load_records(log)[0].program["space"] == "default"  # the hand-written schedule first
+    assert [e["model"] for e in entries] == ["xgb"] * 3 and [e["trials"] for e in entries] == [9, 17, 24]
     scored = [e["pairwise_accuracy"] for e in entries[1:]]
     assert all(a is not None and 0.0 <= a <= 1.0 for a in scored)
 

@@ -24,10 +24,11 @@
                                            time on ARM boards over SSH (cross-compiled here)
     autosched boards check [ALIAS... | --boards FILE] [--json]
                                            connect to boards: arch, CPU, cores, caches, target
-    autosched tune ... --cluster tcp://HOST:PORT
-                                           build and measure on a Dask cluster
-    autosched worker --scheduler ADDRESS [--device local | --gpu N]
+    autosched tune ... --cluster tcp://HOST:PORT [--board ALIAS] [--tls-ca-file F --tls-cert F --tls-key F]
+                                           build and measure on a Dask cluster (tls://: with TLS)
+    autosched worker --scheduler ADDRESS [--device local | --gpu N | --board ALIAS [--boards FILE]]
                                            join a Dask cluster: build, or measure on one device
+                                           or one SSH board
     autosched db list|best|export|gc [--db DIR]
                                            the tuning database: what it holds, its best programs,
                                            a kernel exported from it, distilling it

@@ -1,6 +1,7 @@
 """``autosched boards check``: connect to each board and print what it is and the target it suggests.
 
-Also the boards options of ``autosched tune`` (``--board ALIAS`` repeatable, ``--boards FILE``).
+Also the boards options of ``autosched tune`` (``--board ALIAS`` repeatable, ``--boards FILE``):
+measured from this machine, or with ``--cluster`` by the cluster's workers of those boards.
 Boards are host aliases of the user's ssh configuration (``$AUTOSCHED_SSH_CONFIG`` names another
 file, e.g. a test's).
 """
@@ -24,7 +25,7 @@ from ..runner.remote import (
 )
 from ..target import Target
 
-__all__ = ["add_board_options", "board_pool", "register", "tune_target"]
+__all__ = ["add_board_options", "board_names", "board_pool", "register", "tune_target"]
 
 
 def _boards(args: argparse.Namespace) -> list[Board]:
@@ -51,6 +52,11 @@ def tune_target(args: argparse.Namespace) -> str:
     if len(targets) > 1:
         raise ValueError("the boards name several targets: tune one target per run (--target)")
     return next(iter(targets.values())) if targets else "c"
+
+
+def board_names(args: argparse.Namespace) -> list[str]:
+    """The aliases of the boards ``autosched tune`` names (``--board``, ``--boards``)."""
+    return [b.name for b in _boards(args)]
 
 
 def board_pool(args: argparse.Namespace, option: MeasureOption) -> BoardPool | None:
@@ -103,7 +109,8 @@ def add_board_options(p: argparse.ArgumentParser) -> None:
     """``--board ALIAS`` (repeatable) and ``--boards FILE`` for ``autosched tune``."""
     p.add_argument(
         "--board", action="append", metavar="ALIAS",
-        help="time on this SSH host alias (repeatable: boards measure in parallel); target from --target",
+        help="time on this SSH host alias (repeatable: boards measure in parallel); target from --target; "
+        "with --cluster: on the cluster's worker of this board (autosched worker --board ALIAS)",
     )  # fmt: skip
     p.add_argument("--boards", metavar="FILE", help="time on the boards of this boards file (TOML)")
 

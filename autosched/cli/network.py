@@ -19,6 +19,7 @@ from ..graph.export import export_network, write_network
 from ..graph.tuning import log_name
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
+from .worker import security_of
 
 
 def is_model(name: str) -> bool:
@@ -57,7 +58,8 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     target = args.target or "c"
     result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=target,
                           tuner=args.tuner, space=args.space, seed=args.seed or 0, option=option,
-                          progress=not args.quiet, cluster=args.cluster)
+                          progress=not args.quiet, cluster=args.cluster,
+                          security=security_of(args, "client"))
     if args.json:
         print(json.dumps(result.to_json()))
         return 0

@@ -8,6 +8,7 @@ import json
 import shlex
 from typing import Any
 
+from ..cluster import DaskExecutor
 from ..database import Database
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
@@ -16,8 +17,9 @@ from ..search.learning import check_model_name
 from ..search.tune import DEFAULT_TUNERS, TuneResult
 from ..task import Task
 from .basic import parse_value
-from .boards import add_board_options, board_pool, tune_target
+from .boards import add_board_options, board_names, board_pool, tune_target
 from .network import add_tune_options, cmd_tune_network, is_model
+from .worker import add_tls_options, security_of
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -38,15 +40,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.model:
         check_model_name(args.model)
     model = args.model or TUNERS[tuner].default_model
-    log = args.log or Database(args.db).log_for(task, create=True)
-    if not args.json:
-        with_model = f", model {model}" if model else ""
-        print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
-    pool = board_pool(args, option)
-    if pool is not None and args.cluster:
-        raise ValueError("--cluster and boards do not mix yet: boards are measured from this machine")
-    with pool or contextlib.nullcontext():
-        result = _tune(args, task, log, tuner, option, pool)
+    with contextlib.ExitStack() as stack:  # the cluster's client and the board pool end with the run
+        cluster = _cluster(args)
+        if cluster is not None:
+            stack.callback(cluster.close)
+        pool = None if cluster is not None else board_pool(args, option)
+        if pool is not None:
+            stack.enter_context(pool)
+        log = args.log or Database(args.db).log_for(task, create=True)
+        if not args.json:
+            with_model = f", model {model}" if model else ""
+            print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
+        result = _tune(args, task, log, tuner, option, pool, cluster)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0
@@ -74,8 +79,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> DaskExecutor | None:
+    """The Dask cluster of ``--cluster`` (with ``--board``: measure on those boards' workers), or None."""
+    security = security_of(args, "client")
+    if not args.cluster:
+        if security is not None:
+            raise ValueError("the --tls-* options go with --cluster tls://HOST:PORT")
+        return None
+    return DaskExecutor(args.cluster, boards=board_names(args), security=security)
+
+
 def _tune(
-    args: argparse.Namespace, task: Task, log: Any, tuner: str, option: MeasureOption, pool: BoardPool | None
+    args: argparse.Namespace, task: Task, log: Any, tuner: str, option: MeasureOption, pool: BoardPool | None,
+    cluster: DaskExecutor | None,
 ) -> TuneResult:
     return tune(
         task,
@@ -93,7 +109,8 @@ def _tune(
         progress=not args.quiet,
         runner=pool,
         remeasure=args.remeasure,
-        cluster=args.cluster,
+        cluster=cluster,
+        measure_default=False if args.search_only else None,
     )
 
 
@@ -129,6 +146,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="measure the N best programs again with more repeats before declaring the best (0: no)",
     )
     p.add_argument("--space", default="sketch", choices=sorted(SPACES))
+    p.add_argument(
+        "--search-only", action="store_true",
+        help="do not measure the operator's hand-written schedule as the first trial",
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without gain")
     p.add_argument("--timeout", type=float, default=None, help="time budget of this run, seconds")
@@ -140,9 +161,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-timeout", type=float, default=20.0, help="seconds per measurement")
     p.add_argument(
         "--cluster", metavar="ADDRESS",
-        help="build and measure on the Dask cluster of this scheduler (tcp://HOST:PORT); it runs the "
-        "code this machine sends, so name only a cluster you trust",
+        help="build and measure on the Dask cluster of this scheduler (tcp://HOST:PORT, tls://...); it "
+        "runs the code this machine sends, so name only a cluster you trust; with --board: measure on "
+        "those boards' workers (autosched worker --board ALIAS)",
     )
+    add_tls_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_tune_options(p)

@@ -28,9 +28,5 @@ class Executor:
         """The runner of tuning runs for ``backend``'s targets (``target``: the one tuned for)."""
         return backend.runner(option)
 
-    def devices(self, backend: Backend) -> int:
-        """How many devices measure ``backend``'s programs at the same time: this machine, one."""
-        return 1
-
     def close(self) -> None:
         """Release what the executor holds (nothing for the local one)."""

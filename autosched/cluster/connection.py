@@ -2,10 +2,16 @@
 
 Measuring workers declare the resource ``measure-KIND`` (``measure-c`` for a local CPU,
 ``measure-cuda`` / ``measure-opencl`` for a GPU), one unit each: a measurement needs one, so a
-device measures one program at a time. Build workers may declare ``build``; when some do, builds
+device measures one program at a time. A worker in front of an SSH board (``autosched worker
+--board ALIAS``) declares ``measure-c-ARCH`` (ARCH: the architecture whose binaries the board runs,
+e.g. ``measure-c-aarch64``) and ``board-ALIAS``; it takes static executables, not libraries, so
+it is a resource of its own: a cross target's run (``c -cc=aarch64-linux-gnu-gcc``) asks for
+``measure-c-aarch64`` and never reaches a local x86 worker, and a run that names boards asks for
+``board-ALIAS``. Build workers may declare ``build``; when some do, builds
 need it, else builds go to the workers that measure nothing. Once any worker declares either, a
 measurement waits for a measuring worker. A plain cluster (no worker declares anything) builds and
-measures anywhere, one measurement at a time per worker process.
+measures anywhere, one measurement at a time per worker process. A board worker never builds: with
+no other worker, builds wait for one.
 
 ``distributed`` is imported when a cluster is first used: it is optional.
 """
@@ -14,9 +20,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+from ..diagnostics import printable
 from ..runner.errors import InfrastructureError
 from .base import ClusterUnavailable
 
@@ -43,6 +51,34 @@ def measure_resource(kind: str) -> str:
     return f"measure-{kind}"
 
 
+def tls_security(ca_file: str | None, cert: str | None, key: str | None, role: str) -> Any:
+    """A ``distributed.security.Security`` for TLS from file paths (``role``: ``client`` or
+    ``worker``, whose certificate they are), or None when none is given (Dask's configuration then
+    applies: ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE`` and the like). The paths only reach Python's
+    ``ssl`` module; a missing file is a one-line error."""
+    if not (ca_file or cert or key):
+        return None
+    if not ca_file or not cert:
+        need = "--tls-ca-file and --tls-cert (and --tls-key unless the certificate file holds the key)"
+        raise ValueError(f"TLS needs {need}")
+    for flag, path in (("--tls-ca-file", ca_file), ("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{flag}: no such file: {printable(path, 200)}")
+    settings = {"tls_ca_file": ca_file, f"tls_{role}_cert": cert, f"tls_{role}_key": key}
+    return import_distributed().Security(require_encryption=True, **settings)
+
+
+def board_resource(alias: str) -> str:
+    """The worker resource of the worker in front of the SSH board ``alias``."""
+    return f"board-{alias}"
+
+
+def board_family(arch: str) -> str:
+    """The target family of boards that run ``arch`` binaries (``c-aarch64``): its measuring
+    resource is ``measure_resource(board_family(arch))``."""
+    return f"c-{arch}"
+
+
 def import_distributed() -> Any:
     """The `distributed` module, or an ImportError saying how to install it."""
     try:
@@ -57,19 +93,23 @@ class DaskCluster:
     """The client of a Dask scheduler: ``scheduler`` is its address (``tcp://host:8786``;
     ``tls://`` with Dask's own security settings) or a ``distributed.Client``. A client made
     here is closed by :meth:`close`; a given one is left open. ``worker_timeout``: seconds to wait
-    for a worker able to do pending work before giving up with :class:`ClusterUnavailable`."""
+    for a worker able to do pending work before giving up with :class:`ClusterUnavailable`.
+    ``security``: a ``distributed.security.Security`` for a ``tls://`` address (None: Dask's
+    configuration, e.g. ``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``)."""
 
-    def __init__(self, scheduler: Any, worker_timeout: float = 60.0, connect_timeout: float = 20.0) -> None:
+    def __init__(
+        self, scheduler: Any, worker_timeout: float = 60.0, connect_timeout: float = 20.0,
+        security: Any = None,
+    ) -> None:
         distributed = import_distributed()
         self.worker_timeout = worker_timeout
         if isinstance(scheduler, distributed.Client):
+            if security is not None:
+                raise ValueError("security= goes with a scheduler address; a Client has its own")
             self.client, self.own = scheduler, False
         elif isinstance(scheduler, str):
             check_address(scheduler)
-            try:
-                self.client = distributed.Client(scheduler, timeout=connect_timeout, set_as_default=False)
-            except (OSError, TimeoutError) as e:
-                raise ClusterUnavailable(f"cannot reach the Dask scheduler {scheduler}: {e}") from None
+            self.client = _connect(distributed, scheduler, connect_timeout, security)
             self.own = True
         else:
             raise TypeError(f"cluster must be a scheduler address or a distributed.Client, got {scheduler!r}")
@@ -91,6 +131,22 @@ class DaskCluster:
         key = f"{prefix}-{self.client.id}-{next_id()}"
         return self.client.submit(func, *args, key=key, pure=False, retries=2, **where)
 
+    def scatter(self, value: Any, workers: list[str]) -> Any:
+        """A cluster value holding ``value`` (a task's data), sent once: a copy on each of
+        ``workers`` (those that will use it, so losing one loses no copy; none: any worker). Big
+        data never travels inside a task graph (Dask warns about graphs over 10 MB)."""
+        try:
+            (future,) = self.client.scatter(
+                [value], workers=workers or None, broadcast=bool(workers), hash=False,
+                timeout=self.worker_timeout,
+            )
+        except TimeoutError:
+            raise ClusterUnavailable(
+                f"no worker of the Dask cluster at {self.address} took the task's data within "
+                f"{self.worker_timeout:g} s"
+            ) from None
+        return future
+
     def _gather(self, futures: list[Any], what: str) -> list[Any]:
         """The values of completed futures; a task that failed on the cluster is an
         :class:`~autosched.runner.errors.InfrastructureError`."""
@@ -101,11 +157,13 @@ class DaskCluster:
             raise InfrastructureError(f"a task to {what} failed on the Dask cluster: {why}") from None
 
     def completed(
-        self, futures: Iterable[Any], able: Callable[[Workers], bool], what: str
+        self, futures: Iterable[Any], able: Callable[[Workers], bool], what: str,
+        start: str = "--device local",
     ) -> Iterator[tuple[Any, Any]]:
         """(future, value) of each future of ``futures`` as it completes. When ``able`` says
         no worker of the cluster can run them for ``worker_timeout`` seconds, the rest are
-        cancelled and :class:`ClusterUnavailable` raised (``what``: which work, for the message)."""
+        cancelled and :class:`ClusterUnavailable` raised (``what``: which work, ``start``: the
+        ``autosched worker`` flags of a worker that could do it, for the message)."""
         distributed = import_distributed()
         pending = set(futures)
         alone_since: float | None = None
@@ -130,8 +188,23 @@ class DaskCluster:
                 raise ClusterUnavailable(
                     f"no worker of the Dask cluster at {self.address} can {what} (waited "
                     f"{self.worker_timeout:g} s): start one, e.g. autosched worker --scheduler "
-                    f"{self.address} --device local"
+                    f"{self.address} {start}".rstrip()
                 )
+
+
+def _connect(distributed: Any, address: str, timeout: float, security: Any) -> Any:
+    """A client of the scheduler at ``address``, or a one-line :class:`ClusterUnavailable`."""
+    try:
+        return distributed.Client(address, timeout=timeout, set_as_default=False, security=security)
+    except (OSError, TimeoutError, TypeError, ValueError, RuntimeError) as e:
+        why = " ".join(str(e).split()) or type(e).__name__
+        hint = ""
+        if address.startswith("tls://") and (security is None or isinstance(e, TypeError)):
+            hint = " (a tls:// scheduler needs TLS settings: --tls-ca-file, --tls-cert, --tls-key or Dask's"
+            hint += " configuration)"
+        elif not address.startswith("tls://"):
+            hint = " (if the scheduler uses TLS, give its tls:// address and the TLS settings)"
+        raise ClusterUnavailable(f"cannot reach the Dask scheduler {address}: {why}{hint}") from None
 
 
 _ids = iter(range(1, 1 << 62))
@@ -151,12 +224,15 @@ def measure_placement(workers: Workers, kind: str) -> tuple[dict[str, Any], Call
     return {}, bool
 
 
-def measuring_workers(workers: Workers, kind: str) -> int:
-    """How many programs of target kind ``kind`` a cluster measures at once: one per worker that
-    declares ``measure-KIND``, or on a plain cluster one per worker."""
-    if not any(_declares(r) for r in workers.values()):
-        return len(workers)
-    return sum(1 for r in workers.values() if r.get(measure_resource(kind), 0) > 0)
+def board_placements(
+    family: str, aliases: Sequence[str]
+) -> tuple[list[dict[str, Any]], Callable[[Workers], bool]]:
+    """Where measurements on boards may run: on the board workers of target family ``family``, or
+    (``aliases`` given) on those boards' workers, a candidate to each in turn. The submit keywords
+    to cycle through, and a test of whether a cluster has every worker they need."""
+    needs = [board_resource(a) for a in aliases] or [measure_resource(family)]
+    wheres = [{"resources": {n: 1}} for n in needs]
+    return wheres, lambda ws: all(any(n in r for r in ws.values()) for n in needs)
 
 
 def _declares(resources: dict[str, float]) -> bool:
@@ -172,4 +248,9 @@ def build_placement(workers: Workers) -> tuple[dict[str, Any], Callable[[Workers
     idle = [a for a, r in workers.items() if not any(k.startswith("measure-") for k in r)]
     if idle and len(idle) < len(workers):
         return {"workers": idle}, lambda ws: any(a in ws for a in idle)
+    others = [a for a, r in workers.items() if not any(k.startswith("board-") for k in r)]
+    if not others:  # board workers only: builds wait for a build worker (a board worker never builds)
+        return {"resources": {BUILD: 1}}, lambda ws: any(BUILD in r for r in ws.values())
+    if len(others) < len(workers):
+        return {"workers": others}, lambda ws: any(a in ws for a in others)
     return {}, bool

@@ -1,7 +1,8 @@
 """What runs on a Dask worker: compile a source, measure a built kernel.
 
-Both take and give plain data. :func:`build_on_worker` compiles into the worker's own kernel cache
-(``AUTOSCHED_CACHE`` there) and hands back the library's file name and bytes, or the compile error;
+All take and give plain data. :func:`build_on_worker` compiles into the worker's own kernel cache
+(``AUTOSCHED_CACHE`` there) and hands back the library's file name and bytes, or the compile error
+(:func:`build_executable_on_worker`: a board's static executable, see :mod:`.board_work`);
 :func:`measure_on_worker` stores the bytes it is given in that cache and checks and times the kernel
 in an isolated measurement process (:class:`~autosched.runner.LocalRunner`, so a crashing kernel
 costs its trial, never the worker), one measurement at a time per worker process.
@@ -12,26 +13,36 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..runner.build_worker import compile_one
-from ..runner.compile import default_cache_dir
+from ..runner.compile import (
+    BuildTimeout,
+    CompileError,
+    CompilerNotFound,
+    compile_executable,
+    compiler_version,
+    default_cache_dir,
+)
 from ..runner.kernel import ArgSpec
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import MeasureErrorNo, MeasureOption
+from ..runner.remote.program import gzipped
+from ..target import Target
 from ..te.ccode import NO_CODE, CCode
 
 #: what an artifact's file name may be: a cache key and a suffix, nothing that leaves the folder
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
-_TaskData = tuple[list[np.ndarray], list[np.ndarray] | None]
+#: a task's data as measurements get it: its inputs and (when outputs are checked) the expected outputs
+TaskValue = tuple[list[np.ndarray], list[np.ndarray] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +55,20 @@ class Artifact:
     error_msg: str
     seconds: float
     infrastructure: str = ""  # the worker's machine failed (no compiler, no cache), not the program
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One measurement for a worker (the task data travels beside it, as a cluster value): the
+    data's key (its name in the measurement process or on the board), the built file's name and
+    bytes, the kernel's name and arguments, and how to time it."""
+
+    key: str
+    name: str
+    blob: bytes
+    func_name: str
+    specs: tuple[ArgSpec, ...]
+    option: MeasureOption
 
 
 def store(folder: Path, name: str, blob: bytes) -> Path:
@@ -74,10 +99,32 @@ def build_on_worker(source: str, target: str, timeout: float, code: CCode = NO_C
     return Artifact(path.name, path.read_bytes(), done.error_no, "", done.seconds)
 
 
-def hold(data: _TaskData) -> _TaskData:
-    """The task data itself: a cluster value that measurements depend on (and that the scheduler
-    can compute again if the worker holding it is lost)."""
-    return data
+def installed_compiler(cc: str) -> str:
+    """The ``--version`` output of compiler ``cc`` on this worker, "" if it has none."""
+    try:
+        return compiler_version(cc)
+    except CompilerNotFound:
+        return ""
+
+
+def build_executable_on_worker(source: str, target: str, timeout: float, code: CCode = NO_CODE) -> Artifact:
+    """Build ``source`` (with its board ``main``) into a static executable for ``target`` here,
+    gzip-compressed, as a board takes it; its name and bytes, or why not. A build worker without
+    the target's (cross) compiler gives a compile error naming the worker and what to install."""
+    start = time.perf_counter()
+    failed = MeasureErrorNo.COMPILE_ERROR
+    try:
+        exe = gzipped(compile_executable(source, Target.parse(target), timeout=timeout,
+                                         cache_dir=default_cache_dir() / "boards", code=code))
+    except CompilerNotFound as e:
+        message = f"build worker {socket.gethostname()}: {e}"
+    except CompileError as e:
+        message = str(e)
+    except BuildTimeout as e:
+        failed, message = MeasureErrorNo.BUILD_TIMEOUT, str(e)
+    else:
+        return Artifact(exe.name, exe.read_bytes(), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - start)
+    return Artifact(None, None, failed, message, time.perf_counter() - start)
 
 
 def _lift_nanny_limits() -> None:
@@ -98,20 +145,13 @@ _measuring = threading.Lock()
 _runners: dict[MeasureOption, LocalRunner] = {}
 
 
-def measure_on_worker(
-    key: str,
-    data: _TaskData,
-    name: str,
-    blob: bytes,
-    func_name: str,
-    specs: Sequence[ArgSpec],
-    option: MeasureOption,
-) -> tuple[int, str, tuple[float, ...], float]:
-    """Check and time the kernel ``func_name`` of library ``blob`` on the task data ``data`` (known
-    as ``key``): (error kind, message, costs, seconds it took here)."""
+def measure_on_worker(data: TaskValue, job: Measurement) -> tuple[int, str, tuple[float, ...], float]:
+    """Check and time the kernel of ``job`` (a shared library) on the task data ``data``: (error
+    kind, message, costs, seconds it took here)."""
     with _measuring:
         start = time.perf_counter()
-        path = store(default_cache_dir(), name, blob)
+        path = store(default_cache_dir(), job.name, job.blob)
+        option = job.option
         runner = _runners.get(option)
         if runner is None:
             _lift_nanny_limits()  # the measurement process inherits this environment
@@ -119,5 +159,5 @@ def measure_on_worker(
                 old.close()
             _runners.clear()
             runner = _runners[option] = LocalRunner(option)
-        error_no, message, costs = runner.measure_file(key, data, str(path), func_name, specs)
+        error_no, message, costs = runner.measure_file(job.key, data, str(path), job.func_name, job.specs)
         return int(error_no), message, costs, time.perf_counter() - start

@@ -1,9 +1,12 @@
-"""``autosched worker``: a Dask worker set up to build, or to measure on one device.
+"""``autosched worker``: a Dask worker set up to build, or to measure on one device or SSH board.
 
 A measuring worker (``device="local"``: this machine's CPU; ``gpu=N``: GPU ``N``) declares the
 resource ``measure-KIND`` once, runs one task at a time and so never builds while it measures; a
 build worker declares ``build`` with one thread per core. The same can be had with ``dask worker
-ADDRESS --nthreads 1 --resources measure-c=1`` (see the README).
+ADDRESS --nthreads 1 --resources measure-c=1`` (see the README). A board worker
+(:func:`run_board_worker`) opens its board's SSH session first, declares ``measure-c-ARCH`` and
+``board-ALIAS`` (:mod:`.board_work`), measures one program at a time, and closes the session when
+it stops; it has no ``dask worker`` equivalent.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from typing import Any
 
+from ..runner.remote import Board
+from .board_work import board_resources, close_board, open_board
 from .connection import BUILD, check_address, import_distributed, measure_resource
 
 #: seconds a worker tries to reach its scheduler before it gives up
@@ -45,11 +51,13 @@ def plan(device: str | None = None, gpu: int | None = None, nthreads: int | None
 
 
 def run_worker(
-    scheduler: str, the_plan: WorkerPlan, host: str | None = None, name: str | None = None
+    scheduler: str, the_plan: WorkerPlan, host: str | None = None, name: str | None = None,
+    security: Any = None,
 ) -> None:
     """Run a Dask worker (no nanny: killing this process removes the worker) until the scheduler
     goes away or the process is stopped; a scheduler not reached within ``CONNECT_TIMEOUT``
-    seconds is a ``TimeoutError``."""
+    seconds is a ``TimeoutError``. ``security``: TLS settings for a ``tls://`` scheduler (None:
+    Dask's configuration)."""
     check_address(scheduler)
     distributed = import_distributed()
     os.environ.update(the_plan.env)
@@ -57,8 +65,22 @@ def run_worker(
     async def serve() -> None:
         async with distributed.Worker(
             scheduler, nthreads=the_plan.nthreads, resources=the_plan.resources, host=host, name=name,
-            dashboard=False, death_timeout=CONNECT_TIMEOUT,
+            dashboard=False, death_timeout=CONNECT_TIMEOUT, security=security,
         ) as worker:
             await worker.finished()
 
     asyncio.run(serve())
+
+
+def run_board_worker(
+    scheduler: str, board: Board, host: str | None = None, name: str | None = None, security: Any = None
+) -> None:
+    """Run a worker that measures on ``board`` (see :func:`run_worker`): its session is opened
+    before the worker joins (an unreachable board is ``BoardUnreachable``) and closed when it stops."""
+    check_address(scheduler)
+    info = open_board(board)
+    try:
+        the_plan = WorkerPlan(board_resources(board, info), 1, {})
+        run_worker(scheduler, the_plan, host, name or board.name, security)
+    finally:
+        close_board()

@@ -7,11 +7,13 @@ count toward ``trials``. The builder and runner (and with them their worker proc
 cluster connection) are made once per run and handed to every round; they are closed when the run
 ends, fails or is interrupted.
 
-**Several tasks at once.** When the executor offers k >= 2 devices that measure the run's target
-at the same time (a Dask cluster with k measuring workers; this machine's pools offer one), up to k
-tasks are tuned at once (``parallel=N``: at most N; 1: one at a time). Each round runs
-in a thread of its own in this process: its search step (model update, candidate proposal) here,
-its builds and measurements on the cluster, alongside the other tasks' rounds. This is safe
+**Several tasks at once.** When the runner offers k >= 2 devices that measure the run's target
+at the same time (its ``devices()``: on a Dask cluster, the measuring or board workers for the
+target; this machine's pools offer one), up to k tasks are tuned at once (``parallel=N``: at
+most N; 1: one at a time). Each round runs in a thread of its own in this process: its search
+step (model update, candidate proposal) here, its builds and measurements on the cluster,
+alongside the other tasks' rounds. Program claims on the log are per task (tasks may share a
+program key, see :mod:`autosched.search.shared_log`). This is safe
 because a round shares nothing mutable with the others: each :func:`~autosched.tune` call has its
 own tuner, cost model, space and shared-log claims; each round borrows a builder and runner pair
 that no other round uses while it runs (pairs are made as needed, at most one per slot); the log
@@ -160,6 +162,7 @@ def tune_network(
     progress: bool = False,
     callback: Callable[[Round], None] | None = None,
     cluster: Any = None,
+    security: Any = None,
     parallel: int | None = None,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
@@ -168,9 +171,10 @@ def tune_network(
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
-    connection for the whole run; see :func:`autosched.tune`). ``parallel``: at most this many
-    tasks are tuned at once (default: as many as the executor has devices that measure the target,
-    never more; see the module docstring). Each task's first trial is its untuned
+    connection for the whole run; ``security``: TLS settings for an address; see
+    :func:`autosched.tune`). ``parallel``: at most this many tasks are tuned at once (default: as
+    many as the runner has devices that measure the target, never more; see the module
+    docstring). Each task's first trial is its untuned
     default schedule (what :func:`build_network` runs without a record), so a tuned network is never
     slower than the untuned one by its measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
@@ -198,11 +202,13 @@ def tune_network(
 
     halt = threading.Event()
     with ExitStack() as stack:  # closes the builders, the runners and the executor however the run ends
-        executor = executor_for(cluster)
+        executor = executor_for(cluster, security)
         if not isinstance(cluster, Executor):
             stack.callback(executor.close)
         measurers = _Measurers(tasks[0], option, executor, stack)
-        slots = min(executor.devices(backend_for(tasks[0].target)), parallel or len(tasks), len(tasks))
+        with measurers.lend() as (_, runner):  # the first pair, made before any round
+            devices = getattr(runner, "devices", None)  # a runner that measures on several devices at once
+            slots = min(devices() if devices is not None else 1, parallel or len(tasks), len(tasks))
 
         def tune_round(i: int, n: int) -> tuple[int, float]:
             with measurers.lend() as (builder, runner):

@@ -16,9 +16,15 @@ from ..target import Target
 from .registry import Workload
 
 
-def _vector_regs(target: Target) -> int:
+def vector_regs(target: Target) -> int:
     """Vector registers of the target's ISA (AVX-512 and NEON have 32, AVX2 16)."""
     return 32 if (target.vector_bytes or 16) >= 64 or target.machine.startswith(("aarch64", "arm")) else 16
+
+
+def matmul_tile(target: Target, dtype: str) -> tuple[int, int]:
+    """(rows, columns) of :func:`matmul_cpu`'s accumulator tile: 6 rows of 2 vectors (4 where
+    the ISA has 32 vector registers)."""
+    return 6, target.vector_lanes(dtype) * (4 if vector_regs(target) == 32 else 2)
 
 
 def matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
@@ -26,9 +32,7 @@ def matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     B panel per column block (reused by every row block), vectorized, unrolled, parallel columns."""
     tgt = Target.parse(target)
     A, B, C = tensors
-    lanes = tgt.vector_lanes(C.dtype)
-    mr = 6
-    nr = lanes * (4 if _vector_regs(tgt) == 32 else 2)
+    mr, nr = matmul_tile(tgt, C.dtype)
     s = create_schedule(C)
     acc = s.cache_write(C, "local")
     panel = s.cache_read(B, "local", [acc])
@@ -51,7 +55,7 @@ def matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     return s
 
 
-def _conv_tile(width: int, channels: int, lanes: int, regs: int) -> tuple[int, int]:
+def conv_tile(width: int, channels: int, lanes: int, regs: int) -> tuple[int, int]:
     """(output columns, output channels) of the accumulator tile: as many accumulator lanes as fit
     in the registers next to one row of input vectors and a broadcast."""
     best = (0, 1, 1)
@@ -79,7 +83,7 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
     stage computed per tile (its cache, or the convolution itself)."""
     tgt = Target.parse(target)
     lanes = tgt.vector_lanes(conv.dtype)
-    cols, kt = _conv_tile(as_int(conv.shape[3]), as_int(conv.shape[1]), lanes, _vector_regs(tgt))
+    cols, kt = conv_tile(as_int(conv.shape[3]), as_int(conv.shape[1]), lanes, vector_regs(tgt))
     n, k, y, x = s[conv].op.axis
     ko, ki = s[conv].split(k, kt)
     xo, xi = s[conv].split(x, cols)
@@ -106,11 +110,17 @@ SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
 }
 
 
+def has_hand_written(wl: Workload) -> bool:
+    """Whether ``wl`` has a hand-written schedule in :data:`SCHEDULES` (a matmul with B
+    transposed has none)."""
+    return wl.name in SCHEDULES and not (wl.name == "matmul" and wl.args[4])
+
+
 def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule, str]:
     """The schedule ``wl`` gets before any tuning, and its name: the hand-written schedule of
-    :data:`SCHEDULES` where there is one (not for a matmul with B transposed), else the naive
-    schedule (``create_schedule`` with no steps, called ``"default schedule"``)."""
-    make = SCHEDULES.get(wl.name)
-    if make is not None and not (wl.name == "matmul" and wl.args[4]):
+    :data:`SCHEDULES` where there is one (:func:`has_hand_written`), else the naive schedule
+    (``create_schedule`` with no steps, called ``"default schedule"``)."""
+    if has_hand_written(wl):
+        make = SCHEDULES[wl.name]
         return make(wl.tensors(), Target.parse(target)), f"{make.__module__}.{make.__name__}"
     return create_schedule(wl.outputs), "default schedule"

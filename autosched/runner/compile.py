@@ -243,14 +243,26 @@ def _cache_key(source: str, target: Target, flags: list[str], libs: Sequence[str
     return hashlib.sha256(json.dumps([source, cc, flags, list(libs), version]).encode()).hexdigest()[:40]
 
 
+def _executable_command(target: Target, code: CCode) -> tuple[list[str], list[str]]:
+    """The flags and libraries of a static executable of ``target`` calling the user C ``code``."""
+    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static", "-s", *extern_flags(code)]
+    return flags, [*extern_link(code), "-lm"]
+
+
+def executable_name(source: str, target: Target, code: CCode = NO_CODE) -> str:
+    """The file name :func:`compile_executable` gives the executable of ``source`` in its cache."""
+    flags, libs = _executable_command(target, code)
+    return _cache_key(source, target, flags, libs) + ".exe"
+
+
 def compile_executable(
     source: str, target: Target, *, timeout: float = 120, cache_dir: Path | None = None, code: CCode = NO_CODE
 ) -> Path:
     """Build ``source`` (with its ``main``) into a static executable for ``target``, cached like
     :func:`compile_shared`: it needs no library on the machine that runs it (a board); the
     libraries the user C ``code`` names are linked statically."""
-    flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static", "-s", *extern_flags(code)]
-    return _cached_build(source, target, flags, [*extern_link(code), "-lm"], ".exe", timeout, cache_dir, code)
+    flags, libs = _executable_command(target, code)
+    return _cached_build(source, target, flags, libs, ".exe", timeout, cache_dir, code)
 
 
 def _cached_build(

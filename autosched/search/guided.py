@@ -100,8 +100,9 @@ class ModelTuner(Tuner):
         return self.learner.predict(inputs, [c.key for c in candidates])
 
     def best_measured(self, n: int) -> list[Candidate]:
-        """The ``n`` fastest valid programs measured so far (history included)."""
-        valid = [(cost, i) for i, (_, cost) in enumerate(self.measured) if cost < float("inf")]
+        """The ``n`` fastest valid programs of the space measured so far (history included)."""
+        valid = [(cost, i) for i, (cand, cost) in enumerate(self.measured)
+                 if cost < float("inf") and self.in_space(cand)]
         return [self.measured[i][0] for _, i in sorted(valid)[:n]]
 
     def is_unseen(self, candidate: Candidate) -> bool:

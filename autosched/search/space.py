@@ -25,6 +25,7 @@ from ..space.annotate import Annotation
 from ..space.generated import SketchProgram
 from ..space.gpu_space import sketch_space
 from ..space.templates import instantiate, template_space
+from ..space.templates.handwritten import hand_written_config
 from ..task import Task
 
 
@@ -161,6 +162,11 @@ class TemplateTuningSpace:
 
     def sample(self, rng: random.Random) -> Candidate:
         return self._candidate(rng.randrange(len(self.space)))
+
+    def default_candidate(self) -> Candidate | None:
+        """The point that is the task's hand-written schedule, if the template has it."""
+        config = hand_written_config(self.task.workload, self.task.target)
+        return self._candidate(config.index) if config is not None else None
 
     def grid_size(self) -> int:
         return len(self.space)

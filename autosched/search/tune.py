@@ -10,7 +10,9 @@ search with a warning. ``transfer=[LOG, ...]`` fits the model on other workloads
 (:mod:`autosched.search.transfer`). With a model, its quality per batch goes to the progress bar
 and to ``LOG.model.jsonl`` (:class:`~autosched.search.progress.QualityLog`). At the end the top
 few programs are measured again with more repeats and the best is the lowest re-measured median
-(:mod:`autosched.search.final`).
+(:mod:`autosched.search.final`). Where the operator has a hand-written schedule (matmul, conv2d
+NCHW on a CPU), that schedule is the first trial, so tuning never returns a slower program than
+the untuned one; ``measure_default=False`` leaves it out (the search alone).
 
 Each measurement is appended to the log as soon as it is made (one flushed line, under a file
 lock), so a run killed at any moment loses nothing it had measured; running again with the same
@@ -30,43 +32,33 @@ from __future__ import annotations
 import numbers
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from .. import records
 from ..backends import backend_for
 from ..cluster import ClusterUnavailable, Executor, executor_for
 from ..database import Database
-from ..database.machine import fingerprint_for
 from ..diagnostics import warn
+from ..ops.schedules import has_hand_written
 from ..records import is_remeasurement
-from ..runner.compile import compiler_version
-from ..runner.errors import InfrastructureError
 from ..runner.measure import (
     Builder,
-    BuildResult,
     MeasureErrorNo,
-    MeasureInput,
     MeasureOption,
-    MeasureResult,
     Runner,
 )
 from ..task import Task
 from .baseline import measure_default as _measure_default
 from .final import Final, remeasure_top
 from .learning import CostModel, Learner, model_name, sidecar_path
+from .measurer import Measurer, Sync
 from .progress import ProgressBar, QualityLog, TuneStats
-from .shared_log import SharedLog
-from .space import Candidate, make_space
+from .space import make_space
 from .transfer import load_transfer
 from .tuner import Callback, Tuner, make_tuner
-
-#: a run whose first this many trials all fail with one unexplained error stops
-FAIL_FAST = 8
-
-_T = TypeVar("_T")
 
 
 class TuningInterrupted(KeyboardInterrupt):
@@ -111,137 +103,6 @@ class TuneResult:
         return out
 
 
-def _retried(part: object, call: Callable[[], _T]) -> _T:
-    """``call()``, once more after closing ``part`` (fresh workers) if the machinery failed."""
-    try:
-        return call()
-    except InfrastructureError:
-        close = getattr(part, "close", None)
-        if close is not None:
-            close()
-    return call()
-
-
-class _Measurer:
-    """Builds a batch, then runs its candidates one by one, logging each result at once.
-
-    With a shared log, a candidate that another run is measuring (or has logged) is skipped: its
-    result is ``None``. :meth:`foreign` hands over the records other runs added meanwhile.
-    """
-
-    def __init__(
-        self, task: Task, builder: Builder, runner: Runner, log: Path | None, stats: TuneStats
-    ) -> None:
-        self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
-        cc = task.target.cc
-        self.compiler = compiler_version(cc).strip().splitlines()[0] if cc else ""
-        # a runner that measures elsewhere (a board) names the machine its records are valid for
-        self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
-        self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
-        self.mine: set[str] = set()  # programs this run logged
-        self.measured = 0  # programs this run measured
-        self.theirs: list[records.Record] = []  # records of other runs, not yet handed to the tuner
-        self.first_errors: list[str] | None = []  # this run's first failures, while every trial fails
-
-    def foreign(self) -> list[records.Record]:
-        """Records other runs logged since the last call (programs to count, not to measure)."""
-        if self.shared is not None:
-            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
-        out, self.theirs = self.theirs, []
-        return out
-
-    def _claimed(self, candidates: list[Candidate]) -> list[str | None]:
-        """Each candidate's program key if this run may measure it, else None."""
-        if self.shared is None:
-            return [records.steps_key(c.steps) for c in candidates]
-        self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
-        done = {r.program_key for r in self.theirs}
-        keys = [records.steps_key(c.steps) for c in candidates]
-        return [k if k not in done and self.shared.claim(k) else None for k in keys]
-
-    def __call__(self, candidates: list[Candidate]) -> list[MeasureResult | None]:
-        keys = self._claimed(candidates)
-        todo = [i for i, k in enumerate(keys) if k is not None]
-        inputs = [MeasureInput(self.task, candidates[i].steps, candidates[i].program) for i in todo]
-        out: list[MeasureResult | None] = [None] * len(candidates)
-        try:
-            t0 = time.monotonic()
-            emitted = getattr(self.builder, "emit_time", 0.0)
-            builds = _retried(self.builder, lambda: self.builder.build(inputs))
-            t1 = time.monotonic()
-            # lowering and emitting are Python work, not compiling: count them apart where the builder says
-            self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
-            for j, res in self._results(inputs, builds):
-                i, inp = todo[j], inputs[j]
-                out[i] = res
-                key = keys[i]
-                assert key is not None
-                self.measured += 1
-                if self.log is not None:
-                    record = records.Record.from_measure(inp, res, self.compiler, inp.program, self.machine)
-                    records.append_records(self.log, [record])
-                    self.mine.add(key)
-                self._fail_fast(res)
-            self.stats.run_time += time.monotonic() - t1
-        finally:
-            if self.shared is not None:
-                for key in keys:
-                    if key is not None:
-                        self.shared.release(key)
-        return out
-
-    def _results(
-        self, inputs: list[MeasureInput], builds: list[BuildResult]
-    ) -> Iterator[tuple[int, MeasureResult]]:
-        """(index, result) per candidate: one by one, or as a runner with ``run_each`` (several
-        devices measuring in parallel) completes them."""
-        run_each = getattr(self.runner, "run_each", None)
-        if run_each is None:
-            for j, (inp, build) in enumerate(zip(inputs, builds, strict=True)):
-                yield j, self._run(inp, build)
-            return
-        for j, res in run_each(inputs, builds):
-            self.stats.add(res.error_no)
-            yield j, res
-
-    def _run(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
-        (res,) = _retried(self.runner, lambda: self.runner.run([inp], [build]))
-        self.stats.add(res.error_no)
-        return res
-
-    def _fail_fast(self, res: MeasureResult) -> None:
-        """Stop a run whose first trials all fail with the same unexplained error."""
-        if self.first_errors is None:
-            return
-        if res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
-            self.first_errors = None
-            return
-        self.first_errors.append(res.error_msg)
-        if len(self.first_errors) >= FAIL_FAST and len(set(self.first_errors)) == 1:
-            raise InfrastructureError(
-                f"the first {FAIL_FAST} trials all failed with the same error, so the measuring "
-                f"machinery is likely broken: {res.error_msg}"
-            )
-
-    def close(self) -> None:
-        """Close the shared log (and with it every claim)."""
-        if self.shared is not None:
-            self.shared.close()
-
-
-class _Sync:
-    """Callback: after each batch, hand the tuner the records other runs logged meanwhile."""
-
-    def __init__(self, measurer: _Measurer, stats: TuneStats) -> None:
-        self.measurer, self.stats = measurer, stats
-
-    def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None:
-        theirs = [r for r in self.measurer.foreign() if not is_remeasurement(r)]
-        for r in theirs:
-            self.stats.add(r.error_no)
-        tuner.load_history(theirs)
-
-
 def _check_arguments(trials: object, log: Path | None) -> None:
     """Reject bad arguments before any work is done."""
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
@@ -283,6 +144,13 @@ def _make_tuner(
     return make_tuner(name, task, make_space(task, space), seed, model)
 
 
+def _resume_hint(measured: int, log: Path | None) -> str:
+    """What a stopped run leaves and how to go on (nothing without a log)."""
+    if log is None:
+        return ""
+    return f"; {measured} new measurements are in {log}: run the same command again to resume"
+
+
 def tune(
     task: Task,
     trials: int = 100,
@@ -305,7 +173,8 @@ def tune(
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
     cluster: Any = None,
-    measure_default: bool = False,
+    security: Any = None,
+    measure_default: bool | None = None,
 ) -> TuneResult:
     """Tune ``task`` for up to ``trials`` measurements in all (see the module docstring).
 
@@ -325,10 +194,13 @@ def tune(
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
     best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
     ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
-    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``)
-    or a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
+    ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``;
+    ``tls://`` with ``security``, a ``distributed.security.Security``, else Dask's configuration) or
+    a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
     ``measure_default``: a run whose log has no record of the task measures the task's untuned
-    default schedule first (one trial; :mod:`autosched.search.baseline`).
+    default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
+    slower than what the task runs untuned; None (the default): only where that schedule is
+    hand-written (matmul and conv2d NCHW on a CPU target), False: the search alone.
     """
     _check_arguments(trials, Path(log) if log is not None and log is not False else None)
     if log is None:
@@ -357,14 +229,14 @@ def tune(
     opt = option or MeasureOption()
     own_builder = builder is None
     own_runner = runner is None
-    executor = executor_for(cluster)
+    executor = executor_for(cluster, security)
     the_runner = runner or executor.runner(backend, opt, task.target)
     make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
     if builder is None and make_builder is not None:
         builder = make_builder(opt)
     the_builder = builder or executor.builder(backend, opt)
-    measurer = _Measurer(task, the_builder, the_runner, log_path, stats)
-    hooks: list[Callback] = [_Sync(measurer, stats), *callbacks]
+    measurer = Measurer(task, the_builder, the_runner, log_path, stats)
+    hooks: list[Callback] = [Sync(measurer, stats), *callbacks]
     learner = the_tuner.learner
     if learner is not None and log_path is not None:
         meta = {"workload_key": task.workload.key, "target": str(task.target),
@@ -374,8 +246,12 @@ def tune(
         hooks.append(ProgressBar(trials, stats))
     final = Final(None, float("inf"), 0, {})
     try:
-        if measure_default and not history and trials > 0:
-            the_tuner.load_history(_measure_default(task, measurer, measurer.compiler, measurer.machine))
+        if measure_default is None:
+            measure_default = task.target.kind == "c" and has_hand_written(task.workload)
+        in_time = timeout is None or time.monotonic() - start < timeout
+        if measure_default and not history and trials > 0 and in_time:
+            the_tuner.load_history(
+                _measure_default(task, measurer, measurer.compiler, measurer.machine, the_tuner.space))
         the_tuner.tune(
             trials,
             measurer,
@@ -392,13 +268,9 @@ def tune(
                 machine=measurer.machine, earlier=remeasured,
             )
     except KeyboardInterrupt as stop:
-        where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
-        again = ": run the same command again to resume" if log_path else ""
-        raise TuningInterrupted(f"tuning stopped{where}{again}") from stop
+        raise TuningInterrupted(f"tuning stopped{_resume_hint(measurer.measured, log_path)}") from stop
     except ClusterUnavailable as stop:
-        where = f"; {measurer.measured} new measurements are in {log_path}" if log_path else ""
-        again = ": run the same command again to resume" if log_path else ""
-        raise ClusterUnavailable(f"{stop}{where}{again}") from None
+        raise ClusterUnavailable(f"{stop}{_resume_hint(measurer.measured, log_path)}") from None
     finally:
         measurer.close()
         for part, own in ((the_builder, own_builder), (the_runner, own_runner)):

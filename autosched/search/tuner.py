@@ -28,6 +28,7 @@ from ..records import Record
 from ..runner.measure import MeasureInput, MeasureResult
 from ..schedule import ScheduleError
 from ..task import Task
+from .baseline import is_default
 from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolve_model
 from .space import Candidate, TuningSpace
 
@@ -125,8 +126,17 @@ class Tuner:
             self.trials += 1
             self.measured.append((cand, res.median))
         if self.learner is not None:
-            inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
-            self.learner.add(inputs, [r.median for r in results])
+            # a template space's model reads knob values, which programs from elsewhere (the
+            # default schedule measured first) lack: it learns from its own programs only
+            learn = [(c, r) for c, r in zip(candidates, results, strict=True)
+                     if self.space.kind != "template" or self.in_space(c)]
+            inputs = [MeasureInput(self.task, c.steps, c.program) for c, _ in learn]
+            self.learner.add(inputs, [r.median for _, r in learn])
+
+    def in_space(self, candidate: Candidate) -> bool:
+        """Whether ``candidate`` is a program of this tuner's space: not the hand-written default
+        schedule measured first, which the space cannot mutate."""
+        return not is_default(candidate)
 
     #: draws per requested program before :meth:`sample_new` gives up (the space looks exhausted)
     MAX_DRAWS = 64

@@ -51,9 +51,11 @@ from ..worker import compare
 from .boards import PROBE_SCRIPT, Board, BoardInfo, parse_probe
 from .ssh import BoardUnreachable, Connection
 
-__all__ = ["BoardSession", "Job", "TaskData"]
+__all__ = ["BoardSession", "Job", "Prepared", "TaskData"]
 
 Outcome = tuple[MeasureErrorNo, str, tuple[float, ...]]
+#: a task's data on a board: a tag naming its inputs there, the inputs, the expected outputs
+Prepared = tuple[str, list[np.ndarray], list[np.ndarray]]
 #: a built candidate to time: what was built, and the build
 Job = tuple[MeasureInput, BuildResult]
 
@@ -68,6 +70,9 @@ _FILES = ("t.json", "err.txt")
 
 #: exit statuses of the trial script itself (not of the candidate)
 _NO_RUN_DIR, _NO_DATA, _LOCK_TIMEOUT = 70, 71, 75
+
+#: what a task data tag may be (it names a directory in the board's scripts)
+_TAG = re.compile(r"[A-Za-z0-9]{8,64}")
 
 _MIN_FLUSH, _MAX_FLUSH = 8 << 20, 512 << 20
 
@@ -276,10 +281,18 @@ class BoardSession:
         Raises ``BoardUnreachable`` when the board, not a candidate, failed (no trial of the batch
         is then spent: the caller measures them again, here or elsewhere).
         """
+        return self.run_batch([(data.get(inp.task), build) for inp, build in jobs], option)
+
+    def run_batch(self, jobs: Sequence[tuple[Prepared, BuildResult]], option: MeasureOption) -> list[Outcome]:
+        """:meth:`measure_batch` of candidates whose task data is given (a Dask board worker's: the
+        data comes from the tuning process, the task's workload need not be known here). A tag
+        names a task's inputs on the board: letters and digits only."""
+        if not all(_TAG.fullmatch(tag) for (tag, _, _), _ in jobs):
+            raise ValueError("a task data tag must be 8 to 64 letters or digits")
         if not self.workdir:
             self.start()
         assert self.info is not None and all(build.lib_path is not None for _, build in jobs)
-        tasks = [data.get(inp.task) for inp, _ in jobs]
+        tasks = [prepared for prepared, _ in jobs]
         sent = {tag: len(inputs) for tag, inputs, _ in tasks}  # each task's inputs, checked once
         for tag, inputs, _ in tasks:
             if tag not in self._data:

@@ -1,0 +1,161 @@
+"""The measuring side of :func:`~autosched.search.tune.tune`: build a batch, run its candidates one
+by one, log each result at once, retry the machinery once, stop early when the machinery (not the
+programs) is broken, and hand the tuner what other runs sharing the log measured meanwhile."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from .. import records
+from ..database.machine import fingerprint_for
+from ..records import is_remeasurement
+from ..runner.compile import compiler_version
+from ..runner.errors import InfrastructureError
+from ..runner.measure import Builder, BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, Runner
+from ..task import Task
+from .progress import TuneStats
+from .shared_log import SharedLog
+from .space import Candidate
+from .tuner import Tuner
+
+#: a run whose first this many trials all fail with one unexplained error stops
+FAIL_FAST = 8
+
+_T = TypeVar("_T")
+
+
+def retried(part: object, call: Callable[[], _T]) -> _T:
+    """``call()``, once more after closing ``part`` (fresh workers) if the machinery failed."""
+    try:
+        return call()
+    except InfrastructureError:
+        close = getattr(part, "close", None)
+        if close is not None:
+            close()
+    return call()
+
+
+class Measurer:
+    """Builds a batch, then runs its candidates one by one, logging each result at once.
+
+    With a shared log, a candidate that another run is measuring (or has logged) is skipped: its
+    result is ``None``. :meth:`foreign` hands over the records other runs added meanwhile.
+    """
+
+    def __init__(
+        self, task: Task, builder: Builder, runner: Runner, log: Path | None, stats: TuneStats
+    ) -> None:
+        self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
+        cc = task.target.cc
+        version = getattr(builder, "compiler_version", compiler_version)  # a cluster's: its build workers'
+        self.compiler = version(cc).strip().splitlines()[0] if cc else ""
+        # a runner that measures elsewhere (a board) names the machine its records are valid for
+        self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
+        self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
+        self.mine: set[str] = set()  # programs this run logged
+        self.measured = 0  # programs this run measured
+        self.theirs: list[records.Record] = []  # records of other runs, not yet handed to the tuner
+        self.first_errors: list[str] | None = []  # this run's first failures, while every trial fails
+
+    def foreign(self) -> list[records.Record]:
+        """Records other runs logged since the last call (programs to count, not to measure)."""
+        if self.shared is not None:
+            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+        out, self.theirs = self.theirs, []
+        return out
+
+    def _claimed(self, candidates: list[Candidate]) -> list[str | None]:
+        """Each candidate's program key if this run may measure it, else None."""
+        if self.shared is None:
+            return [records.steps_key(c.steps) for c in candidates]
+        self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+        done = {r.program_key for r in self.theirs}
+        keys = [records.steps_key(c.steps) for c in candidates]
+        return [k if k not in done and self.shared.claim(k) else None for k in keys]
+
+    def __call__(self, candidates: list[Candidate]) -> list[MeasureResult | None]:
+        keys = self._claimed(candidates)
+        todo = [i for i, k in enumerate(keys) if k is not None]
+        inputs = [MeasureInput(self.task, candidates[i].steps, candidates[i].program) for i in todo]
+        out: list[MeasureResult | None] = [None] * len(candidates)
+        try:
+            t0 = time.monotonic()
+            emitted = getattr(self.builder, "emit_time", 0.0)
+            builds = retried(self.builder, lambda: self.builder.build(inputs))
+            t1 = time.monotonic()
+            # lowering and emitting are Python work, not compiling: count them apart where the builder says
+            self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
+            for j, res in self._results(inputs, builds):
+                i, inp = todo[j], inputs[j]
+                out[i] = res
+                key = keys[i]
+                assert key is not None
+                self.measured += 1
+                if self.log is not None:
+                    record = records.Record.from_measure(inp, res, self.compiler, inp.program, self.machine)
+                    records.append_records(self.log, [record])
+                    self.mine.add(key)
+                self._fail_fast(res)
+            self.stats.run_time += time.monotonic() - t1
+        finally:
+            if self.shared is not None:
+                for key in keys:
+                    if key is not None:
+                        self.shared.release(key)
+        return out
+
+    def _results(
+        self, inputs: list[MeasureInput], builds: list[BuildResult]
+    ) -> Iterator[tuple[int, MeasureResult]]:
+        """(index, result) per candidate: one by one, or as a runner with ``run_each`` (several
+        devices measuring in parallel) completes them."""
+        run_each = getattr(self.runner, "run_each", None)
+        if run_each is None:
+            for j, (inp, build) in enumerate(zip(inputs, builds, strict=True)):
+                yield j, self._run(inp, build)
+            return
+        for j, res in run_each(inputs, builds):
+            self.stats.add(res.error_no)
+            yield j, res
+
+    def _run(self, inp: MeasureInput, build: BuildResult) -> MeasureResult:
+        (res,) = retried(self.runner, lambda: self.runner.run([inp], [build]))
+        self.stats.add(res.error_no)
+        return res
+
+    def _fail_fast(self, res: MeasureResult) -> None:
+        """Stop a run whose first trials all fail with the same unexplained error."""
+        if self.first_errors is None:
+            return
+        if res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
+            self.first_errors = None
+            return
+        self.first_errors.append(res.error_msg)
+        if len(self.first_errors) >= FAIL_FAST and len(set(self.first_errors)) == 1:
+            raise InfrastructureError(
+                f"the first {FAIL_FAST} trials all failed with the same error, so the measuring "
+                f"machinery is likely broken: {res.error_msg}"
+            )
+
+    def close(self) -> None:
+        """Close the shared log (and with it every claim)."""
+        if self.shared is not None:
+            self.shared.close()
+
+
+class Sync:
+    """Callback: after each batch, hand the tuner the records other runs logged meanwhile."""
+
+    def __init__(self, measurer: Measurer, stats: TuneStats) -> None:
+        self.measurer, self.stats = measurer, stats
+
+    def __call__(self, tuner: Tuner, candidates: list[Candidate], results: list[MeasureResult]) -> None:
+        theirs = [r for r in self.measurer.foreign() if not is_remeasurement(r)]
+        for r in theirs:
+            self.stats.add(r.error_no)
+        tuner.load_history(theirs)
+
+
