@@ -4,23 +4,23 @@ The task scheduler (:mod:`autosched.search.scheduler`) decides which task gets e
 is one :func:`autosched.tune` call that resumes the task from the shared log, so a network run
 that stops resumes the same way: run it again with the same log, and the trials already in the log
 count toward ``trials``. The builder and runner (and with them their worker processes, or the
-cluster connection) are made once per run and handed to every round; they are closed when the run
-ends, fails or is interrupted.
+cluster connection) are made once per run (one pair per task in flight, see below) and handed to
+every round; they are closed when the run ends, fails or is interrupted.
 
 **Several tasks at once.** When the runner offers k >= 2 devices that measure the run's target
 at the same time (its ``devices()``: on a Dask cluster, the measuring or board workers for the
 target; this machine's pools offer one), up to k tasks are tuned at once (``parallel=N``: at
 most N; 1: one at a time). Each round runs in a thread of its own in this process: its search
 step (model update, candidate proposal) here, its builds and measurements on the cluster,
-alongside the other tasks' rounds. Program claims on the log are per task (tasks may share a
-program key, see :mod:`autosched.search.shared_log`). This is safe
-because a round shares nothing mutable with the others: each :func:`~autosched.tune` call has its
-own tuner, cost model, space and shared-log claims; each round borrows a builder and runner pair
-that no other round uses while it runs (pairs are made as needed, at most one per slot); the log
-takes each record as one locked append (``flock`` on a fresh file description, which excludes
-threads of one process too), so lines are never interleaved; the task scheduler itself is only
-used by the calling thread. With one device, rounds run one after another in the calling thread,
-exactly as before.
+alongside the other tasks' rounds. This is safe because a round shares nothing mutable with the
+others: each :func:`~autosched.tune` call has its own tuner, cost model, space and shared-log
+claims (claims are per task: tasks may share a program key, see
+:mod:`autosched.search.shared_log`); each round borrows a builder and runner pair that no other
+round uses while it runs (pairs are made as needed, at most one per slot); the log and the model
+sidecar take each write as one locked append (``flock`` on a fresh file description, which
+excludes threads of one process too), so lines are never interleaved; the task scheduler itself
+is only used by the calling thread. With one device, rounds run one after another in the calling
+thread, exactly as before.
 """
 
 from __future__ import annotations
