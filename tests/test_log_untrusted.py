@@ -505,7 +505,8 @@ class _NoMeasuring:
 
     def __getattr__(self, name: str) -> Any:
         # what tune probes with getattr (optional capabilities of a runner) is simply absent
-        if name.startswith("__") or name in ("close", "emit_time", "make_builder", "machine", "run_each"):
+        optional = ("close", "compiler_version", "emit_time", "make_builder", "machine", "run_each")
+        if name.startswith("__") or name in optional:
             raise AttributeError(name)
         raise AssertionError(f"a resumed run with no time budget measured something ({name})")
 
