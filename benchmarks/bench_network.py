@@ -11,7 +11,9 @@ python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--
    ``build_network`` from that log. The estimated end-to-end latency after every round is kept:
    the table gives the trials the gradient scheduler needed to reach round-robin's final estimate.
 4. onnxruntime on the same model with ``--threads`` intra-op threads (autosched kernels run with
-   as many OpenMP threads: target ``c -num-threads=N``).
+   as many OpenMP threads: target ``c -num-threads=N``), and PyTorch (CPU, eager, oneDNN
+   convolutions; batch-norm folded) running the same ONNX graph node by node (benchmarks/
+   torch_onnx.py) with as many threads, if PyTorch is installed (``pip install torch``).
 5. The exported C library (``autosched export``) of the first scheduler's log: ``make run`` checks
    it against build_network's output and times ``model_run`` (best of 10); its workspace peak vs
    the sum of all intermediate tensors and scratch.
@@ -45,6 +47,7 @@ from autosched.search.scheduler import Round  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import graph_models  # noqa: E402  (the ONNX model writer of the tests)
+from torch_onnx import torch_runner  # noqa: E402
 
 
 def naive_conv_network(graph: asc.graph.Graph, target: str) -> asc.graph.Network:
@@ -129,13 +132,21 @@ def main() -> None:
 
     timers = {name: wall_timer(lambda net=net: net(x), 3) for name, net in nets.items()}
     timers["onnxruntime"] = wall_timer(lambda: session.run(None, {"x": x}), 3)
+    try:
+        pytorch = torch_runner(model, args.threads)
+    except ImportError:
+        print("PyTorch is not installed: no PyTorch column (pip install torch)")
+    else:
+        errors["pytorch"] = float(np.abs(pytorch(x) - expected).max())
+        timers["pytorch"] = wall_timer(lambda: pytorch(x), 3)
     times = {name: median(ts) * 1e3 for name, ts in interleaved(timers, args.rounds).items()}
     ort_ms = times["onnxruntime"]
     tasks = len(next(iter(nets.values())).built)
     print(f"\nResNet-18, batch 1, {args.size}x{args.size}, fp32, {args.threads} threads; {tasks} tasks")
-    rows = [[name, f"{ms:.2f}", f"{ms / ort_ms:.2f}", f"{errors.get(name, 0.0):.1e}"]
+    torch_ms = times.get("pytorch", math.nan)
+    rows = [[name, f"{ms:.2f}", f"{ms / ort_ms:.2f}", f"{ms / torch_ms:.2f}", f"{errors.get(name, 0.0):.1e}"]
             for name, ms in times.items()]
-    print_table(["network", "ms / run", "x onnxruntime", "max |error|"], rows)
+    print_table(["network", "ms / run", "x onnxruntime", "x PyTorch", "max |error|"], rows)
 
     payload: dict[str, Any] = {"size": args.size, "threads": args.threads, "times_ms": times,
                                "max_error": errors, "build_untuned_s": build_untuned, "tuning": tuned}
