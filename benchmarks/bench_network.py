@@ -2,6 +2,7 @@
 
 python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--rounds 5]
                                    [--schedulers gradient round-robin] [--logs DIR] [--no-export]
+                                   [--checkpoints 200 500]
 
 1. The ONNX model is written with onnx.helper (tests/graph_models.py, no download) at ``--size``².
 2. Untuned: ``build_network`` with no log (each task's default schedule), and the same network with
@@ -10,6 +11,8 @@ python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--
    log in ``--logs``, default benchmarks/results/network/; a log already there resumes), then
    ``build_network`` from that log. The estimated end-to-end latency after every round is kept:
    the table gives the trials the gradient scheduler needed to reach round-robin's final estimate.
+   With ``--checkpoints N ...`` the network is also built from the first N records of each log
+   (the tuning as it stood after N trials) and timed with the others.
 4. onnxruntime on the same model with ``--threads`` intra-op threads (autosched kernels run with
    as many OpenMP threads: target ``c -num-threads=N``), and PyTorch (CPU, eager, oneDNN
    convolutions; batch-norm folded) running the same ONNX graph node by node (benchmarks/
@@ -25,6 +28,7 @@ are appended to benchmarks/results/network.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 import subprocess
@@ -74,6 +78,14 @@ def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target:
             "wall_s": time.perf_counter() - start, "estimated_ms": result.latency_ms}
 
 
+def log_prefix(log: Path, n: int) -> Path:
+    """A copy of the first ``n`` records of ``log`` (the log after ``n`` trials), next to it."""
+    out = log.with_name(f"{log.stem}.first{n}.jsonl")
+    with log.open() as src:
+        out.write_text("".join(itertools.islice(src, n)))
+    return out
+
+
 def trials_to_reach(curve: list[tuple[int, float]], goal: float) -> int | None:
     """The first trial count whose estimated latency is at most ``goal`` (None: never)."""
     return next((n for n, ms in curve if math.isfinite(ms) and ms <= goal), None)
@@ -105,6 +117,8 @@ def main() -> None:
                     choices=["gradient", "round-robin"], help="schedulers to tune with (none: no tuning)")
     ap.add_argument("--logs", type=Path, default=RESULTS / "network", help="where the tuning logs go")
     ap.add_argument("--no-export", action="store_true", help="skip the exported C library")
+    ap.add_argument("--checkpoints", type=int, nargs="*", default=[],
+                    help="also time the networks built from each log's first N records")
     args = ap.parse_args()
     import onnxruntime as ort
 
@@ -127,6 +141,9 @@ def main() -> None:
     for scheduler in args.schedulers:
         log = args.logs / f"resnet18_{args.size}_{scheduler}_{args.trials}.jsonl"
         tuned.append(tune(graph, scheduler, args.trials, log, target))
+        for n in sorted(c for c in args.checkpoints if c < args.trials):
+            prefix = log_prefix(log, n)
+            nets[f"tuned, {scheduler}, first {n} trials"] = asc.build_network(graph, prefix, target=target)
         nets[f"tuned, {scheduler}, {args.trials} trials"] = asc.build_network(graph, log, target=target)
     errors = {name: float(np.abs(np.asarray(net(x)) - expected).max()) for name, net in nets.items()}
 
