@@ -101,12 +101,13 @@ def _single_workload(graph: Graph, node: Node) -> Workload:
             return get_workload("softmax", (math.prod(shape[:-1]), shape[-1]))
         return get_workload("softmax_axis", view3(shape, axis))
     if node.op == "layer_norm":
-        return get_workload("layer_norm", (math.prod(shape[:-1]), shape[-1], node.attr("eps")))
+        rows, cols = math.prod(shape[: node.attr("axis")]), math.prod(shape[node.attr("axis") :])
+        return get_workload("layer_norm", (rows, cols, node.attr("eps")))
     if node.op == "transpose":
         return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm")))))
     if node.op == "pad":
         pads = ",".join(map(str, node.attr("pads")))
-        return get_workload("pad", (shape_text(shape), pads, node.attr("value")))
+        return get_workload("pad", (shape_text(shape), pads, node.attr("value"), node.attr("mode")))
     if node.op == "broadcast":
         out = graph.shapes[node.output]
         ranked = (1,) * (len(out) - len(shape)) + shape

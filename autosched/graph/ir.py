@@ -13,6 +13,7 @@ shape is an error at the line that made it. Layouts are NCHW; weights are consta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.common import conv_out_size
+from .layers import pad_edges, shape_text
 
 Shape = tuple[int, ...]
 
@@ -243,23 +245,38 @@ class GraphBuilder:
             raise self._fail("transpose", name, f"{list(order)} is not a permutation of {len(shape)} axes")
         return self._add("transpose", (x,), tuple(shape[p] for p in order), name, perm=order)
 
-    def pad(self, x: str, pads: Sequence[int], value: float = 0.0, *, name: str | None = None) -> str:
-        """x with ``pads`` elements of ``value`` around it (ONNX order: all begins, then all ends)."""
+    def pad(
+        self, x: str, pads: Sequence[int], value: float = 0.0, *, mode: str = "constant",
+        name: str | None = None,
+    ) -> str:
+        """x with ``pads`` elements around it (ONNX order: all begins, then all ends): ``value``
+        (mode ``constant``), the nearest element (``edge``) or the mirrored ones (``reflect``)."""
         shape = self.shape(x)
         widths = tuple(int(p) for p in pads)
         if len(widths) != 2 * len(shape) or min(widths) < 0:
             raise self._fail("pad", name, f"pads {list(widths)} must be {2 * len(shape)} non-negative ints")
+        try:
+            pad_edges(shape_text(shape), ",".join(map(str, widths)), mode)
+        except ValueError as e:
+            raise self._fail("pad", name, str(e)) from None
         out = tuple(d + widths[i] + widths[i + len(shape)] for i, d in enumerate(shape))
-        return self._add("pad", (x,), out, name, pads=widths, value=float(value))
+        return self._add("pad", (x,), out, name, pads=widths, value=float(value), mode=mode)
 
-    def layer_norm(self, x: str, gamma: str, beta: str, eps: float = 1e-5, *, name: str | None = None) -> str:
-        """Normalize x over its last axis, then * gamma + beta (both of the last axis's extent)."""
+    def layer_norm(
+        self, x: str, gamma: str, beta: str, eps: float = 1e-5, *, axis: int = -1, name: str | None = None
+    ) -> str:
+        """Normalize x over its axes ``axis`` to the last (their elements' mean and variance), then
+        * gamma + beta (both vectors of as many elements, the axes' C order)."""
         shape = self.shape(x)
+        if not -len(shape) <= axis < len(shape):
+            raise self._fail("layer_norm", name, f"axis {axis} is out of range for {len(shape)} axes")
+        first = axis % len(shape)
+        cols = math.prod(shape[first:])
         for v in (gamma, beta):
-            if self.shape(v) != shape[-1:]:
-                fit = f"{v!r} {self.shape(v)} does not fit the last axis of {shape}"
+            if self.shape(v) != (cols,):
+                fit = f"{v!r} {self.shape(v)} does not fit axes {first}.. of {shape} ({cols} elements)"
                 raise self._fail("layer_norm", name, fit)
-        return self._add("layer_norm", (x, gamma, beta), shape, name, eps=float(eps))
+        return self._add("layer_norm", (x, gamma, beta), shape, name, eps=float(eps), axis=first)
 
     def relu(self, x: str, *, name: str | None = None) -> str:
         """max(x, 0)."""
