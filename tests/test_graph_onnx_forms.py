@@ -1,7 +1,7 @@
 """More ONNX forms: Pad in ``reflect`` and ``edge`` mode, LayerNormalization over any axes, and
-element types. Each model is built with onnx.helper and its ``build_network`` output compared with
-onnxruntime's (one of them also through the exported C library); a type autosched does not run is
-one clear line naming the value, its node and its type."""
+element types (float64 models end to end). Each model is built with onnx.helper and its
+``build_network`` output compared with onnxruntime's (one of them also through the exported C
+library); a type autosched does not run is one clear line naming the value, its node and its type."""
 
 from __future__ import annotations
 
@@ -108,17 +108,16 @@ READ = "input 'x' of node 'relu_node'"
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        (lambda: _typed_model(TensorProto.FLOAT16), rf"^{READ} is float16: .* float32 only$"),
+        (lambda: _typed_model(TensorProto.FLOAT16), rf"^{READ} is float16: .* float32 or float64, one type "),
         (lambda: _typed_model(TensorProto.INT64), rf"^{READ} is int64: "),
-        (lambda: _typed_model(TensorProto.DOUBLE), rf"^{READ} is float64: "),
         (lambda: _typed_model(TensorProto.BFLOAT16), rf"^{READ} is (bfloat16|BFLOAT16): "),
         (lambda: _typed_model(TensorProto.FLOAT, TensorProto.DOUBLE),
          r"^output 'y' of node 'copy_node' is float64: "),
         (lambda: _typed_model(TensorProto.FLOAT, const=np.ones((2, 3))),
-         r"^Add node 'add_node': constant 'k' is float64: autosched networks compute in float32 only$"),
+         r"^Add node 'add_node': constant 'k' is float64: autosched networks compute in float32 or float64"),
     ],
-    ids=["float16-input", "int64-input", "float64-input", "bfloat16-input", "float64-output",
-         "float64-weight"],
+    ids=["float16-input", "int64-input", "bfloat16-input", "float64-output-of-a-float32-graph",
+         "float64-weight-in-a-float32-graph"],
 )
 def test_a_type_that_networks_do_not_run_is_one_clear_line(model: object, message: str) -> None:
     with pytest.raises(GraphError, match=message) as info:
@@ -139,3 +138,46 @@ def test_unsupported_pad_and_layer_norm_forms_are_one_clear_line() -> None:
     y = m.node("LayerNormalization", ["x", m.const((3,))], axis=1)
     with pytest.raises(GraphError, match=r"LayerNormalization node .*: scale \(3,\) and bias \(3,\) do not "):
         asc.from_onnx(m.model({"x": (2, 4)}, y, (2, 4)))
+
+
+def dense_pads_softmax() -> onnx.ModelProto:
+    """A reflect Pad, Gemm (B transposed) + Relu, MatMul + Add + Sigmoid, an edge Pad and a Softmax
+    over the first axis (operators onnxruntime also runs in float64: no Conv, no Erf)."""
+    m = gm.ModelWriter(23)
+    y = m.node("Pad", ["x", _pads(m, "reflect_pads", [0, 2, 0, 1])], mode="reflect")  # (2, 12)
+    y = m.node("Relu", [m.node("Gemm", [y, m.const((8, 12)), m.const((8,))], transB=1)])
+    y = m.node("Sigmoid", [m.node("Add", [m.node("MatMul", [y, m.const((8, 5))]), m.const((5,))])])
+    y = m.node("Pad", [y, _pads(m, "edge_pads", [1, 0, 0, 2])], mode="edge")  # (3, 7)
+    return m.model({"x": (2, 9)}, m.node("Softmax", [y], axis=0), (3, 7), "dense_pads")
+
+
+def as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same model in float64: its float32 initializers, inputs and outputs retyped."""
+    double = onnx.ModelProto()
+    double.CopyFrom(model)
+    for t in double.graph.initializer:
+        if t.data_type == TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+    for v in (*double.graph.input, *double.graph.output):
+        v.type.tensor_type.elem_type = TensorProto.DOUBLE
+    return double
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("make", [dense_pads_softmax, gm.attention_like, layer_norms],
+                         ids=["gemm-matmul-pads-softmax", "attention", "layernorm-axes"])
+def test_a_float64_model_runs_in_float64_and_matches_onnxruntime(make: object) -> None:
+    model = as_float64(make())  # type: ignore[operator]
+    graph = asc.from_onnx(model)
+    assert graph.dtype == "float64" and all(c.dtype == np.float64 for c in graph.constants.values())
+    assert all(t.workload.args[-1] == "float64" for t in extract_tasks(graph))
+    x = np.random.default_rng(12).standard_normal(graph.shapes["x"])
+    out = asc.build_network(graph)(x)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, _onnxruntime(model, x), rtol=1e-10, atol=1e-12)  # far below float32's
+
+
+def test_a_float64_graph_does_not_export_and_says_so() -> None:
+    graph = asc.from_onnx(as_float64(dense_pads_softmax()))
+    with pytest.raises(GraphError, match=r"^graph '.*' computes in float64: C exports are float32 only$"):
+        export_network(graph)

@@ -25,6 +25,8 @@ from .layers import pad_edges, shape_text
 
 Shape = tuple[int, ...]
 
+#: the element types a graph computes in (one for the whole graph)
+DTYPES = ("float32", "float64")
 #: operators that make a fused group's anchor (the TVM paper's complex-out-fusable operators)
 COMPLEX_OPS = frozenset({"conv2d", "dense", "batch_matmul"})
 #: elementwise operators that fuse into the preceding operator's output stage
@@ -64,6 +66,7 @@ class Graph:
     nodes: list[Node]
     outputs: list[str]
     shapes: dict[str, Shape] = field(default_factory=dict)
+    dtype: str = "float32"  # of every value: inputs, constants, intermediates and outputs
 
     def consumers(self) -> dict[str, list[Node]]:
         """For each value, the nodes that read it (a node reading a value twice counts twice)."""
@@ -77,8 +80,10 @@ class Graph:
 class GraphBuilder:
     """Writes a :class:`Graph` one operator at a time; each method returns its output's name."""
 
-    def __init__(self, name: str = "graph") -> None:
-        self._graph = Graph(name, [], {}, [], [])
+    def __init__(self, name: str = "graph", dtype: str = "float32") -> None:
+        if dtype not in DTYPES:
+            raise GraphError(f"graph {name!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        self._graph = Graph(name, [], {}, [], [], dtype=dtype)
         self._count = 0
 
     def shape(self, value: str) -> Shape:
@@ -87,6 +92,11 @@ class GraphBuilder:
             return self._graph.shapes[value]
         except KeyError:
             raise GraphError(f"no value named {value!r} in graph {self._graph.name!r}") from None
+
+    @property
+    def dtype(self) -> str:
+        """The type every value of the graph has."""
+        return self._graph.dtype
 
     def is_constant(self, value: str) -> bool:
         """Whether ``value`` is a constant."""
@@ -112,16 +122,16 @@ class GraphBuilder:
         return value
 
     def input(self, name: str, shape: Sequence[int]) -> str:
-        """A graph input (float32); inputs are called in the order they are declared."""
+        """A graph input (of the graph's dtype); inputs are called in the order they are declared."""
         if not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape):
             raise GraphError(f"input {name!r}: shape must be positive ints, got {tuple(shape)}")
         self._graph.inputs.append(self._new(name, "input", tuple(shape)))
         return name
 
     def constant(self, array: np.ndarray, name: str | None = None) -> str:
-        """A constant (a weight), stored as C-contiguous float32."""
+        """A constant (a weight), stored C-contiguous in the graph's dtype."""
         value = self._new(name, "const", np.shape(array))
-        self._graph.constants[value] = np.ascontiguousarray(array, dtype=np.float32)
+        self._graph.constants[value] = np.ascontiguousarray(array, dtype=self._graph.dtype)
         return value
 
     def _add(self, op: str, inputs: Sequence[str], shape: Shape, name: str | None, **attrs: Any) -> str:

@@ -9,8 +9,9 @@ Transpose, Pad (constant, reflect and edge modes; a zero spatial Pad before a Co
 padding), MaxPool, AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and
 Constant. Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
 
-Networks compute in float32: an input, output or weight of another type (float64, float16, an
-integer type) is one :class:`~.ir.GraphError` naming it, its node and its type.
+A network computes in one type, float32 or float64 (its inputs' type): an input, output or weight
+of another type (float16, an integer type, or a mix of the two) is one :class:`~.ir.GraphError`
+naming it, its node and its type.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .ir import Graph, GraphBuilder, GraphError
 from .onnx_rewrite import OnnxNode, find_gelu, fold_batch_norm, fold_constants, fold_pad, pad_widths
 
 MIN_OPSET = 13
-FLOAT32_ONLY = "autosched networks compute in float32 only"
+FLOATS = "autosched networks compute in float32 or float64, one type for the whole graph"
 
 
 def _load(model: Any) -> Any:
@@ -83,18 +84,25 @@ def _type_name(elem_type: int) -> str:
         return TensorProto.DataType.Name(elem_type) if known else f"element type {elem_type}"
 
 
-def _check_types(proto: Any, consts: Mapping[str, np.ndarray]) -> None:
-    """Raise GraphError for a graph input or output that is not float32, naming its node."""
+def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray]) -> str:
+    """The type the graph computes in (its first input's); GraphError naming the input or output,
+    its node and its type where one is of another type or of one networks do not run."""
     from onnx import TensorProto  # optional dependency; _load said what to install
 
     reader = {v: n.name or n.op_type for n in reversed(proto.graph.node) for v in n.input}
     writer = {v: n.name or n.op_type for n in proto.graph.node for v in n.output}
     values = [("input", v, reader) for v in proto.graph.input if v.name not in consts]
+    dtype = None
     for kind, value, nodes in values + [("output", v, writer) for v in proto.graph.output]:
         elem = value.type.tensor_type.elem_type
-        if elem not in (TensorProto.FLOAT, TensorProto.UNDEFINED):
+        if elem == TensorProto.UNDEFINED:
+            continue
+        name = _type_name(elem)
+        if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE) or name != (dtype or name):
             node = f" of node {nodes[value.name]!r}" if value.name in nodes else ""
-            raise GraphError(f"{kind} {value.name!r}{node} is {_type_name(elem)}: {FLOAT32_ONLY}")
+            raise GraphError(f"{kind} {value.name!r}{node} is {name}: {FLOATS}")
+        dtype = name
+    return dtype or "float32"
 
 
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
@@ -106,7 +114,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     where = str(model) if isinstance(model, (str, os.PathLike)) else (proto.graph.name or "model")
     _opset(proto, where)
     consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    _check_types(proto, consts)
+    dtype = _graph_dtype(proto, consts)
     nodes = [
         OnnxNode(n.op_type, n.name or f"{n.op_type}#{i}", list(n.input), list(n.output),
                   {a.name: helper.get_attribute_value(a) for a in n.attribute})
@@ -120,7 +128,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     nodes = fold_constants([n for n in nodes if n.op != "Constant"], consts)
     nodes = fold_batch_norm(find_gelu(nodes, consts), consts)
     nodes = fold_pad(nodes, consts, {o.name for o in proto.graph.output})
-    b = GraphBuilder(proto.graph.name or "model")
+    b = GraphBuilder(proto.graph.name or "model", dtype)
     values: dict[str, str] = {}
     for inp in proto.graph.input:
         if inp.name not in consts:
@@ -155,8 +163,8 @@ class _Importer:
         if name not in self.values:
             if name not in self.consts:
                 raise GraphError(f"value {name!r} is read before it is computed")
-            if self.consts[name].dtype != np.float32:
-                raise GraphError(f"constant {name!r} is {self.consts[name].dtype.name}: {FLOAT32_ONLY}")
+            if self.consts[name].dtype != self.b.dtype:
+                raise GraphError(f"constant {name!r} is {self.consts[name].dtype.name}: {FLOATS}")
             self.values[name] = self.b.constant(self.consts[name], name)
         return self.values[name]
 

@@ -94,8 +94,9 @@ def fold_batch_norm(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> lis
         weight = consts[conv.inputs[1]].astype(np.float64)
         bias = consts[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
         wname, bname = f"{conv.name}.folded_weight", f"{conv.name}.folded_bias"
-        consts[wname] = (weight * scale[:, None, None, None]).astype(np.float32)
-        consts[bname] = ((bias - mean) * scale + beta).astype(np.float32)
+        dtype = consts[conv.inputs[1]].dtype  # the model's type
+        consts[wname] = (weight * scale[:, None, None, None]).astype(dtype)
+        consts[bname] = ((bias - mean) * scale + beta).astype(dtype)
         conv.inputs = [conv.inputs[0], wname, bname]
         conv.outputs = [n.outputs[0]]
     return kept
