@@ -14,8 +14,8 @@ from schedule_cases import check_against_reference
 
 import autosched as asc
 from autosched.ops import get_workload
-from autosched.ops.schedules import default_schedule, has_hand_written
-from autosched.schedule.steps import AnnotateStep, RfactorStep
+from autosched.ops.schedules import PANEL_BYTES, default_schedule, has_hand_written
+from autosched.schedule.steps import AnnotateStep, CacheReadStep, RfactorStep
 
 #: (workload, args, target): threads alternate so both loop nests are built
 CASES: list[tuple[str, tuple[Any, ...], str]] = [
@@ -27,6 +27,7 @@ CASES: list[tuple[str, tuple[Any, ...], str]] = [
     ("fused_dense", (31, 29, 67, "bias,relu"), "c -num-threads=2"),
     ("batch_matmul", (2, 1, 19, 5), "c -num-threads=1"),
     ("batch_matmul", (3, 7, 17, 8), "c -num-threads=2"),
+    ("batch_matmul", (2, 7, 257, 256), "c -num-threads=2"),  # B over PANEL_BYTES: packed per column block
     ("fused_batch_matmul", (2, 16, 16, 8, ""), "c -num-threads=1"),
     ("fused_batch_matmul", (1, 7, 1, 3, "bias"), "c -num-threads=2"),
     ("fused_batch_matmul", (3, 13, 11, 7, "add,sigmoid"), "c -num-threads=2"),
@@ -49,6 +50,9 @@ def test_the_default_is_hand_written_and_matches_numpy(name: str, args: tuple[An
     assert {"vectorize", "unroll"} <= annotations
     # the dense forms read both operands along k: the vector lanes run over the reduction
     assert any(isinstance(s, RfactorStep) for s in schedule.steps) == name.endswith("dense")
+    b_bytes = args[2] * args[3] * 4 if "batch_matmul" in name else 0  # (batch, M, N, K, ...)
+    packed = any(isinstance(s, CacheReadStep) for s in schedule.steps)
+    assert packed == (b_bytes > PANEL_BYTES and args[1] > 6)
     check_against_reference(wl, schedule, target, seed=3)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..dtypes import dtype as dtype_info
 from ..emit_c.vector import chunks_of
 from ..expr import Tensor, as_int
 from ..schedule import Schedule, create_schedule
@@ -46,10 +47,19 @@ def batch_matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Sched
     return s
 
 
+#: bytes of one B matrix above which :func:`packed_panel` packs it (about a core's L2 share)
+PANEL_BYTES = 256 * 1024
+
+
 def packed_panel(s: Schedule, B: Tensor, acc: Tensor, rows: int, target: Target | str) -> Tensor | None:
-    """A packed copy of ``B`` read by ``acc`` (for :func:`tile_matmul`), or None where the
-    product has one block of rows only (the panel would be read once: packing costs more)."""
-    return s.cache_read(B, "local", [acc]) if rows > matmul_tile(Target.parse(target), B.dtype)[0] else None
+    """A packed copy of ``B`` read by ``acc`` (for :func:`tile_matmul`) where it pays: B's
+    (K, N) matrix is larger than :data:`PANEL_BYTES` and the product has several blocks of rows
+    to reuse it; else None (a small B stays in cache as it is, and packing its column tails costs
+    more than it saves)."""
+    tgt = Target.parse(target)
+    k, n = (as_int(d) for d in B.shape[-2:])
+    large = k * n * dtype_info(B.dtype).bytes > PANEL_BYTES
+    return s.cache_read(B, "local", [acc]) if large and rows > matmul_tile(tgt, B.dtype)[0] else None
 
 
 def tile_matmul(
