@@ -33,7 +33,9 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
     # the operators of autosched.graph.layers
     "transpose": [("even", ("2x8x4x8", "0,2,3,1")), ("odd", ("3x5x7", "2,0,1"))],
     "broadcast_to": [("even", ("2x1x4x8", "2x8x4x8")), ("odd", ("1x5x1", "3x5x7"))],
-    "pad": [("even", ("1x4x6x6", "0,0,1,1,0,0,1,1", 0.0)), ("odd", ("3x5x7", "0,1,2,1,0,3", -1.0))],
+    "pad": [("even", ("1x4x6x6", "0,0,1,1,0,0,1,1", 0.0)), ("odd", ("3x5x7", "0,1,2,1,0,3", -1.0)),
+            ("reflect", ("2x5x6", "0,1,2,1,3,0", 0.0, "reflect")),
+            ("edge", ("3x5x7", "2,0,1,0,3,2", 0.0, "edge"))],
     "layer_norm": [("even", (8, 16, 1e-5)), ("odd", (5, 13, 1e-3))],
     "softmax_axis": [("even", (2, 8, 8)), ("odd", (3, 7, 5))],
 }

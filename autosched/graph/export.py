@@ -28,7 +28,7 @@ from ..target import Target
 from ..task import Task
 from .export_text import MAIN_C, makefile, model_h
 from .fusion import Group, fuse
-from .ir import Graph
+from .ir import Graph, GraphError
 from .network import network_tasks
 from .plan import Plan, kernel_source, plan_memory
 
@@ -158,6 +158,8 @@ def export_network(
     (a C array in weights.c) or ``blob`` (weights.bin, handed over by ``model_set_weights``)."""
     if weights not in ("c", "blob"):
         raise ValueError(f"weights must be 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
+    if graph.dtype != "float32":
+        raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = Target.parse(target)
     steps = fuse(graph)
     kernels, files, tuned = _kernels(graph, log, tgt, portable)

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import expr as te
-from ..expr import Expr, Tensor
+from ..expr import Expr, Tensor, as_int
 from ..ops.common import accumulator, check_positive, conv_out_size, pad_nchw, scaled, windows
 from ..ops.registry import workload
-from ..ops.schedules import SCHEDULES, tile_conv2d_nchw
+from ..ops.schedules import SCHEDULES, packed_panel, tile_conv2d_nchw, tile_dot, tile_matmul
 from ..schedule import Schedule
 from ..target import Target
 from . import epilogue as epi
@@ -186,8 +186,29 @@ def fused_conv2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Sched
     return s
 
 
-SCHEDULES["fused_conv2d"] = fused_conv2d_cpu
-#: the other fused workloads start from the naive schedule with their epilogue inlined
+def fused_dense_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """The default schedule of ``fused_dense``: the register-blocked ``data @ weight.T`` of
+    :func:`~autosched.ops.schedules.tile_dot`, the epilogue inlined into the output stage and
+    computed per tile from the accumulators."""
+    s = epi.inline_default(tensors, target)
+    tile_dot(s, tensors[-1], s.stages["dense"].op.output(0), target)
+    return s
+
+
+def fused_batch_matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """The default schedule of ``fused_batch_matmul``: the loops of the hand-written matmul
+    (:func:`~autosched.ops.schedules.tile_matmul`) per batch index over the output stage, the
+    epilogue inlined into it and the product's accumulator tile computed inside each output tile."""
+    s = epi.inline_default(tensors, target)
+    out, (A, B) = tensors[-1], tensors[:2]
+    prod = s.stages["C"].op.output(0)
+    acc = s.cache_write(prod, "local") if out.op.name == "C" else prod
+    tile_matmul(s, out, acc, packed_panel(s, B, acc, as_int(A.shape[1]), target), target)
+    return s
+
+
 SCHEDULES.update(
-    dict.fromkeys(("fused_dense", "fused_batch_matmul", "fused_elementwise"), epi.inline_default)
+    fused_conv2d=fused_conv2d_cpu, fused_dense=fused_dense_cpu, fused_batch_matmul=fused_batch_matmul_cpu
 )
+#: an elementwise chain starts from the naive schedule with its epilogue inlined
+SCHEDULES["fused_elementwise"] = epi.inline_default

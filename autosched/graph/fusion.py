@@ -81,36 +81,38 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
         n, c, h, w = shape[node.inputs[0]]
         k, _, r, s = shape[node.inputs[1]]
         args = (n, c, h, w, k, r, s, node.attr("stride"), node.attr("pad"), node.attr("groups"), epilogue)
-        return get_workload("fused_conv2d", args)
+        return get_workload("fused_conv2d", (*args, graph.dtype))
     if node.op == "dense":
         (m, k), (n, _) = shape[node.inputs[0]], shape[node.inputs[1]]
-        return get_workload("fused_dense", (m, n, k, epilogue))
+        return get_workload("fused_dense", (m, n, k, epilogue, graph.dtype))
     (b, m, k), (_, _, n) = shape[node.inputs[0]], shape[node.inputs[1]]
-    return get_workload("fused_batch_matmul", (b, m, n, k, epilogue))
+    return get_workload("fused_batch_matmul", (b, m, n, k, epilogue, graph.dtype))
 
 
 def _single_workload(graph: Graph, node: Node) -> Workload:
-    shape = graph.shapes[node.inputs[0]]
+    shape, dtype = graph.shapes[node.inputs[0]], graph.dtype
     if node.op in ("max_pool2d", "avg_pool2d"):
-        return get_workload(node.op, (*shape, node.attr("kernel"), node.attr("stride"), node.attr("pad")))
+        window = (node.attr("kernel"), node.attr("stride"), node.attr("pad"))
+        return get_workload(node.op, (*shape, *window, dtype))
     if node.op == "global_avg_pool2d":
-        return get_workload("global_avg_pool2d", shape)
+        return get_workload("global_avg_pool2d", (*shape, dtype))
     if node.op == "softmax":
         axis = dict(node.attrs).get("axis", len(shape) - 1)
         if axis == len(shape) - 1:
-            return get_workload("softmax", (math.prod(shape[:-1]), shape[-1]))
-        return get_workload("softmax_axis", view3(shape, axis))
+            return get_workload("softmax", (math.prod(shape[:-1]), shape[-1], dtype))
+        return get_workload("softmax_axis", (*view3(shape, axis), dtype))
     if node.op == "layer_norm":
-        return get_workload("layer_norm", (math.prod(shape[:-1]), shape[-1], node.attr("eps")))
+        rows, cols = math.prod(shape[: node.attr("axis")]), math.prod(shape[node.attr("axis") :])
+        return get_workload("layer_norm", (rows, cols, node.attr("eps"), dtype))
     if node.op == "transpose":
-        return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm")))))
+        return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm"))), dtype))
     if node.op == "pad":
         pads = ",".join(map(str, node.attr("pads")))
-        return get_workload("pad", (shape_text(shape), pads, node.attr("value")))
+        return get_workload("pad", (shape_text(shape), pads, node.attr("value"), node.attr("mode"), dtype))
     if node.op == "broadcast":
         out = graph.shapes[node.output]
         ranked = (1,) * (len(out) - len(shape)) + shape
-        return get_workload("broadcast_to", (shape_text(ranked), shape_text(out)))
+        return get_workload("broadcast_to", (shape_text(ranked), shape_text(out), dtype))
     raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
 
 
@@ -123,7 +125,7 @@ def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]], 
     more, more_extras = _chain(graph, start, axis, users, taken)
     nodes += more
     extras += more_extras
-    wl = get_workload("fused_elementwise", (*view3(shape, axis), _epilogue(nodes)))
+    wl = get_workload("fused_elementwise", (*view3(shape, axis), _epilogue(nodes), graph.dtype))
     return Group(tuple(nodes), (data, *extras), nodes[-1].output, wl)
 
 

@@ -13,6 +13,7 @@ shape is an error at the line that made it. Layouts are NCHW; weights are consta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +21,12 @@ from typing import Any
 import numpy as np
 
 from ..ops.common import conv_out_size
+from .layers import pad_edges, shape_text
 
 Shape = tuple[int, ...]
 
+#: the element types a graph computes in (one for the whole graph)
+DTYPES = ("float32", "float64")
 #: operators that make a fused group's anchor (the TVM paper's complex-out-fusable operators)
 COMPLEX_OPS = frozenset({"conv2d", "dense", "batch_matmul"})
 #: elementwise operators that fuse into the preceding operator's output stage
@@ -62,6 +66,7 @@ class Graph:
     nodes: list[Node]
     outputs: list[str]
     shapes: dict[str, Shape] = field(default_factory=dict)
+    dtype: str = "float32"  # of every value: inputs, constants, intermediates and outputs
 
     def consumers(self) -> dict[str, list[Node]]:
         """For each value, the nodes that read it (a node reading a value twice counts twice)."""
@@ -75,8 +80,10 @@ class Graph:
 class GraphBuilder:
     """Writes a :class:`Graph` one operator at a time; each method returns its output's name."""
 
-    def __init__(self, name: str = "graph") -> None:
-        self._graph = Graph(name, [], {}, [], [])
+    def __init__(self, name: str = "graph", dtype: str = "float32") -> None:
+        if dtype not in DTYPES:
+            raise GraphError(f"graph {name!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        self._graph = Graph(name, [], {}, [], [], dtype=dtype)
         self._count = 0
 
     def shape(self, value: str) -> Shape:
@@ -85,6 +92,11 @@ class GraphBuilder:
             return self._graph.shapes[value]
         except KeyError:
             raise GraphError(f"no value named {value!r} in graph {self._graph.name!r}") from None
+
+    @property
+    def dtype(self) -> str:
+        """The type every value of the graph has."""
+        return self._graph.dtype
 
     def is_constant(self, value: str) -> bool:
         """Whether ``value`` is a constant."""
@@ -110,16 +122,16 @@ class GraphBuilder:
         return value
 
     def input(self, name: str, shape: Sequence[int]) -> str:
-        """A graph input (float32); inputs are called in the order they are declared."""
+        """A graph input (of the graph's dtype); inputs are called in the order they are declared."""
         if not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape):
             raise GraphError(f"input {name!r}: shape must be positive ints, got {tuple(shape)}")
         self._graph.inputs.append(self._new(name, "input", tuple(shape)))
         return name
 
     def constant(self, array: np.ndarray, name: str | None = None) -> str:
-        """A constant (a weight), stored as C-contiguous float32."""
+        """A constant (a weight), stored C-contiguous in the graph's dtype."""
         value = self._new(name, "const", np.shape(array))
-        self._graph.constants[value] = np.ascontiguousarray(array, dtype=np.float32)
+        self._graph.constants[value] = np.ascontiguousarray(array, dtype=self._graph.dtype)
         return value
 
     def _add(self, op: str, inputs: Sequence[str], shape: Shape, name: str | None, **attrs: Any) -> str:
@@ -243,23 +255,38 @@ class GraphBuilder:
             raise self._fail("transpose", name, f"{list(order)} is not a permutation of {len(shape)} axes")
         return self._add("transpose", (x,), tuple(shape[p] for p in order), name, perm=order)
 
-    def pad(self, x: str, pads: Sequence[int], value: float = 0.0, *, name: str | None = None) -> str:
-        """x with ``pads`` elements of ``value`` around it (ONNX order: all begins, then all ends)."""
+    def pad(
+        self, x: str, pads: Sequence[int], value: float = 0.0, *, mode: str = "constant",
+        name: str | None = None,
+    ) -> str:
+        """x with ``pads`` elements around it (ONNX order: all begins, then all ends): ``value``
+        (mode ``constant``), the nearest element (``edge``) or the mirrored ones (``reflect``)."""
         shape = self.shape(x)
         widths = tuple(int(p) for p in pads)
         if len(widths) != 2 * len(shape) or min(widths) < 0:
             raise self._fail("pad", name, f"pads {list(widths)} must be {2 * len(shape)} non-negative ints")
+        try:
+            pad_edges(shape_text(shape), ",".join(map(str, widths)), mode)
+        except ValueError as e:
+            raise self._fail("pad", name, str(e)) from None
         out = tuple(d + widths[i] + widths[i + len(shape)] for i, d in enumerate(shape))
-        return self._add("pad", (x,), out, name, pads=widths, value=float(value))
+        return self._add("pad", (x,), out, name, pads=widths, value=float(value), mode=mode)
 
-    def layer_norm(self, x: str, gamma: str, beta: str, eps: float = 1e-5, *, name: str | None = None) -> str:
-        """Normalize x over its last axis, then * gamma + beta (both of the last axis's extent)."""
+    def layer_norm(
+        self, x: str, gamma: str, beta: str, eps: float = 1e-5, *, axis: int = -1, name: str | None = None
+    ) -> str:
+        """Normalize x over its axes ``axis`` to the last (their elements' mean and variance), then
+        * gamma + beta (both vectors of as many elements, the axes' C order)."""
         shape = self.shape(x)
+        if not -len(shape) <= axis < len(shape):
+            raise self._fail("layer_norm", name, f"axis {axis} is out of range for {len(shape)} axes")
+        first = axis % len(shape)
+        cols = math.prod(shape[first:])
         for v in (gamma, beta):
-            if self.shape(v) != shape[-1:]:
-                fit = f"{v!r} {self.shape(v)} does not fit the last axis of {shape}"
+            if self.shape(v) != (cols,):
+                fit = f"{v!r} {self.shape(v)} does not fit axes {first}.. of {shape} ({cols} elements)"
                 raise self._fail("layer_norm", name, fit)
-        return self._add("layer_norm", (x, gamma, beta), shape, name, eps=float(eps))
+        return self._add("layer_norm", (x, gamma, beta), shape, name, eps=float(eps), axis=first)
 
     def relu(self, x: str, *, name: str | None = None) -> str:
         """max(x, 0)."""

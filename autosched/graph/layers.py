@@ -87,29 +87,60 @@ def broadcast_to(shape: str, out_shape: str, dtype: str = "float32") -> list[Ten
     return [data, te.compute(dst, body, name="broadcast")]
 
 
-def _pads(shape: str, pads: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+#: the padding modes of :func:`pad` (numpy's and ONNX's names)
+PAD_MODES = ("constant", "reflect", "edge")
+
+
+def pad_edges(shape: str, pads: str, mode: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(the shape, the begins, the ends) of a :func:`pad`; ``ValueError`` for what it cannot do."""
     src, widths = dims(shape), _ints(pads, "pad: pads")
     if len(widths) != 2 * len(src) or min(widths) < 0:
         raise ValueError(f"pad: pads {pads!r} must be {2 * len(src)} non-negative ints (begins, then ends)")
-    return src, widths[: len(src)], widths[len(src) :]
+    begin, end = widths[: len(src)], widths[len(src) :]
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode {mode!r} is not one of {', '.join(PAD_MODES)}")
+    if mode == "reflect" and any(max(b, e) >= d for b, e, d in zip(begin, end, src, strict=True) if b or e):
+        raise ValueError(f"pad: reflect pads {pads!r} must be smaller than the padded axes of {shape!r}")
+    return src, begin, end
 
 
-def _pad_ref(data: np.ndarray, *, pads: str, value: float) -> np.ndarray:
+def _pad_ref(data: np.ndarray, *, pads: str, value: float, mode: str) -> np.ndarray:
     rank = data.ndim
     widths = _ints(pads, "pads")
-    return np.pad(data, list(zip(widths[:rank], widths[rank:], strict=True)), constant_values=value)
+    edges = list(zip(widths[:rank], widths[rank:], strict=True))
+    if mode == "edge":
+        return np.pad(data, edges, mode="edge")
+    if mode == "reflect":
+        return np.pad(data, edges, mode="reflect")
+    return np.pad(data, edges, constant_values=value)
+
+
+def _source_index(i: Expr, begin: int, size: int, mode: str) -> Expr:
+    """The input index output index ``i`` reads along an axis padded by ``begin`` in front:
+    clamped into the axis (``edge``) or mirrored at its ends without repeating them (``reflect``)."""
+    moved = i - begin
+    last = te.const(size - 1, "int32")
+    if mode == "edge":
+        return te.min(te.max(moved, te.const(0, "int32")), last)
+    inside = te.max(moved, -moved)  # |moved|: mirrored at the front
+    return last - te.max(last - inside, inside - last)  # and at the back: last - |last - inside|
 
 
 @workload("pad", reference=_pad_ref, flops=_no_flops)
-def pad(shape: str, pads: str, value: float = 0.0, dtype: str = "float32") -> list[Tensor]:
+def pad(
+    shape: str, pads: str, value: float = 0.0, mode: str = "constant", dtype: str = "float32"
+) -> list[Tensor]:
     """out = data(shape) with ``pads`` (ONNX order: every axis's begin, then every axis's end)
-    elements of ``value`` around it."""
-    src, begin, end = _pads(shape, pads)
+    elements around it: ``value`` (mode ``constant``), the nearest element (``edge``), or the
+    elements mirrored at the edge, which is not repeated (``reflect``; pads smaller than the axis)."""
+    src, begin, end = pad_edges(shape, pads, mode)
     data = te.placeholder(src, dtype, name="data")
     fill = te.const(value, dtype)
 
     def body(*ix: Expr) -> Expr:
-        edges = zip(ix, begin, src, end, strict=True)
+        edges = list(zip(ix, begin, src, end, strict=True))
+        if mode != "constant":
+            return data[tuple(_source_index(i, b, s, mode) if b or e else i for i, b, s, e in edges)]
         bounds = [c for i, b, s, e in edges if b or e for c in (i >= b, i < b + s)]
         moved = data[tuple(i - b if b else i for i, b in zip(ix, begin, strict=True))]
         return te.if_then_else(te.all(*bounds), moved, fill) if bounds else moved

@@ -107,7 +107,7 @@ class Network:
             )
         checked = []
         for name, a in zip(names, arrays, strict=True):
-            arr = np.ascontiguousarray(a, dtype=np.float32)
+            arr = np.ascontiguousarray(a, dtype=self.graph.dtype)
             if arr.shape != self.graph.shapes[name]:
                 raise ValueError(f"input {name!r} must have shape {self.graph.shapes[name]}, got {arr.shape}")
             checked.append(arr)
@@ -124,7 +124,7 @@ class Network:
         wl = g.workload
         pairs = zip(g.inputs, wl.inputs, strict=True)
         args = [np.ascontiguousarray(values[v]).reshape(static_shape(t.shape)) for v, t in pairs]
-        out = np.empty(static_shape(wl.outputs[0].shape), dtype=np.float32)
+        out = np.empty(static_shape(wl.outputs[0].shape), dtype=self.graph.dtype)
         self.kernels[wl](*args, out)
         return out.reshape(self.graph.shapes[g.output])
 

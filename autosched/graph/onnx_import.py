@@ -4,10 +4,14 @@ Supported operators: Conv (groups, symmetric pads, equal strides), BatchNormaliz
 the weights and bias of a Conv right before it, else a per-channel scale and bias), Gemm, MatMul,
 Add, Sub, Mul, Div (numpy broadcasting; a scalar or per-channel constant becomes a bias or scale
 vector), Relu, Sigmoid, Gelu (opset 20, or the ``x * 0.5 * (1 + erf(x / sqrt(2)))`` subgraph
-exporters write for older opsets), Softmax (any axis), LayerNormalization (the last axis),
-Transpose, Pad (constant mode; a zero spatial Pad before a Conv becomes its padding), MaxPool,
-AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and Constant.
-Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
+exporters write for older opsets), Softmax (any axis), LayerNormalization (any axis),
+Transpose, Pad (constant, reflect and edge modes; a zero spatial Pad before a Conv becomes its
+padding), MaxPool, AveragePool, GlobalAveragePool, Reshape, Flatten, Concat, Identity, Dropout and
+Constant. Anything else is one :class:`~.ir.GraphError` naming the operator and its node.
+
+A network computes in one type, float32 or float64 (its inputs' type): an input, output or weight
+of another type (float16, an integer type, or a mix of the two) is one :class:`~.ir.GraphError`
+naming it, its node and its type.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from .ir import Graph, GraphBuilder, GraphError
 from .onnx_rewrite import OnnxNode, find_gelu, fold_batch_norm, fold_constants, fold_pad, pad_widths
 
 MIN_OPSET = 13
+FLOATS = "autosched networks compute in float32 or float64, one type for the whole graph"
 
 
 def _load(model: Any) -> Any:
@@ -68,6 +73,38 @@ def _input_shape(value: Any, overrides: Mapping[str, Sequence[int]]) -> tuple[in
     return tuple(shape)
 
 
+def _type_name(elem_type: int) -> str:
+    """An ONNX element type's name as numpy spells it (``float16``), else ONNX's own (``BFLOAT16``)."""
+    from onnx import TensorProto, helper  # optional dependency; _load said what to install
+
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        known = elem_type in TensorProto.DataType.values()
+        return TensorProto.DataType.Name(elem_type) if known else f"element type {elem_type}"
+
+
+def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray]) -> str:
+    """The type the graph computes in (its first input's); GraphError naming the input or output,
+    its node and its type where one is of another type or of one networks do not run."""
+    from onnx import TensorProto  # optional dependency; _load said what to install
+
+    reader = {v: n.name or n.op_type for n in reversed(proto.graph.node) for v in n.input}
+    writer = {v: n.name or n.op_type for n in proto.graph.node for v in n.output}
+    values = [("input", v, reader) for v in proto.graph.input if v.name not in consts]
+    dtype = None
+    for kind, value, nodes in values + [("output", v, writer) for v in proto.graph.output]:
+        elem = value.type.tensor_type.elem_type
+        if elem == TensorProto.UNDEFINED:
+            continue
+        name = _type_name(elem)
+        if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE) or name != (dtype or name):
+            node = f" of node {nodes[value.name]!r}" if value.name in nodes else ""
+            raise GraphError(f"{kind} {value.name!r}{node} is {name}: {FLOATS}")
+        dtype = name
+    return dtype or "float32"
+
+
 def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """The graph of an ONNX model (a path or an ``onnx.ModelProto``); ``shapes`` gives values to
     dynamic input dimensions, by input name. Raises :class:`~.ir.GraphError` with one clear line."""
@@ -77,6 +114,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     where = str(model) if isinstance(model, (str, os.PathLike)) else (proto.graph.name or "model")
     _opset(proto, where)
     consts = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    dtype = _graph_dtype(proto, consts)
     nodes = [
         OnnxNode(n.op_type, n.name or f"{n.op_type}#{i}", list(n.input), list(n.output),
                   {a.name: helper.get_attribute_value(a) for a in n.attribute})
@@ -90,7 +128,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
     nodes = fold_constants([n for n in nodes if n.op != "Constant"], consts)
     nodes = fold_batch_norm(find_gelu(nodes, consts), consts)
     nodes = fold_pad(nodes, consts, {o.name for o in proto.graph.output})
-    b = GraphBuilder(proto.graph.name or "model")
+    b = GraphBuilder(proto.graph.name or "model", dtype)
     values: dict[str, str] = {}
     for inp in proto.graph.input:
         if inp.name not in consts:
@@ -125,6 +163,8 @@ class _Importer:
         if name not in self.values:
             if name not in self.consts:
                 raise GraphError(f"value {name!r} is read before it is computed")
+            if self.consts[name].dtype != self.b.dtype:
+                raise GraphError(f"constant {name!r} is {self.consts[name].dtype.name}: {FLOATS}")
             self.values[name] = self.b.constant(self.consts[name], name)
         return self.values[name]
 
@@ -245,15 +285,23 @@ class _Importer:
 
     def _layer_norm(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
-        rank = len(self.b.shape(x))
-        if int(n.attrs.get("axis", -1)) % rank != rank - 1:
-            raise GraphError("only LayerNormalization over the last axis is supported")
+        shape = self.b.shape(x)
+        axis = int(n.attrs.get("axis", -1))
+        if not -len(shape) <= axis < len(shape):
+            raise GraphError(f"axis {axis} is out of range for an input of {len(shape)} axes")
         if any(n.outputs[1:]):
             raise GraphError("only the first output (Y) of LayerNormalization is supported")
+        normalized = shape[axis % len(shape) :]  # scale and bias broadcast to these axes
         gamma = self._const(n, 1, "scale")
         beta = self._const(n, 2, "bias") if len(n.inputs) > 2 and n.inputs[2] else np.zeros_like(gamma)
+        try:
+            gamma, beta = (np.broadcast_to(v, normalized).reshape(-1) for v in (gamma, beta))
+        except ValueError:
+            shapes = f"scale {gamma.shape} and bias {beta.shape}"
+            raise GraphError(f"{shapes} do not broadcast to the normalized axes {normalized}") from None
         eps = float(n.attrs.get("epsilon", 1e-5))
-        return self.b.layer_norm(x, self.b.constant(gamma), self.b.constant(beta), eps, name=n.name)
+        scale, shift = self.b.constant(gamma), self.b.constant(beta)
+        return self.b.layer_norm(x, scale, shift, eps, axis=axis, name=n.name)
 
     def _transpose(self, n: OnnxNode) -> str:
         x = self.value(n.inputs[0])
@@ -262,9 +310,9 @@ class _Importer:
         return x if perm == list(range(rank)) else self.b.transpose(x, perm, name=n.name)
 
     def _pad(self, n: OnnxNode) -> str:
-        widths, value = pad_widths(n, self.consts)
+        widths, value, mode = pad_widths(n, self.consts)
         x = self.value(n.inputs[0])
-        return self.b.pad(x, widths, value, name=n.name) if any(widths) else x
+        return self.b.pad(x, widths, value, mode=mode, name=n.name) if any(widths) else x
 
     def _gelu(self, n: OnnxNode) -> str:
         if n.attrs.get("approximate", "none") not in ("none", b"none"):

@@ -94,8 +94,9 @@ def fold_batch_norm(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> lis
         weight = consts[conv.inputs[1]].astype(np.float64)
         bias = consts[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
         wname, bname = f"{conv.name}.folded_weight", f"{conv.name}.folded_bias"
-        consts[wname] = (weight * scale[:, None, None, None]).astype(np.float32)
-        consts[bname] = ((bias - mean) * scale + beta).astype(np.float32)
+        dtype = consts[conv.inputs[1]].dtype  # the model's type
+        consts[wname] = (weight * scale[:, None, None, None]).astype(dtype)
+        consts[bname] = ((bias - mean) * scale + beta).astype(dtype)
         conv.inputs = [conv.inputs[0], wname, bname]
         conv.outputs = [n.outputs[0]]
     return kept
@@ -118,22 +119,28 @@ def fold_constants(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> list
     return kept
 
 
-def pad_widths(n: OnnxNode, consts: dict[str, np.ndarray]) -> tuple[list[int], float]:
-    """A constant-mode Pad node's widths (all begins, then all ends) and fill value."""
-    mode = n.attrs.get("mode", b"constant")
-    if mode not in (b"constant", "constant"):
-        raise GraphError(f"Pad node {n.name!r}: only mode 'constant' is supported, got {mode!r}")
+#: the ONNX Pad modes autosched runs (numpy's ``np.pad`` modes of the same names)
+PAD_MODES = ("constant", "reflect", "edge")
+
+
+def pad_widths(n: OnnxNode, consts: dict[str, np.ndarray]) -> tuple[list[int], float, str]:
+    """A Pad node's widths (all begins, then all ends), fill value (constant mode) and mode;
+    GraphError (its message without the node) for a form autosched does not run."""
+    raw = n.attrs.get("mode", b"constant")
+    mode = raw.decode() if isinstance(raw, bytes) else str(raw)
+    if mode not in PAD_MODES:
+        raise GraphError(f"mode {mode!r} is not supported (only {', '.join(PAD_MODES)})")
     if len(n.inputs) > 3 and n.inputs[3]:
-        raise GraphError(f"Pad node {n.name!r}: the 'axes' input is not supported")
+        raise GraphError("the 'axes' input is not supported")
     if len(n.inputs) < 2 or n.inputs[1] not in consts:
-        raise GraphError(f"Pad node {n.name!r}: the pads must be a constant")
+        raise GraphError("the pads must be a constant")
     fill = None
     if len(n.inputs) > 2 and n.inputs[2]:
         if n.inputs[2] not in consts:
-            raise GraphError(f"Pad node {n.name!r}: the constant_value must be a constant")
+            raise GraphError("the constant_value must be a constant")
         fill = consts[n.inputs[2]]
-    value = float(fill.reshape(-1)[0]) if fill is not None and fill.size else 0.0
-    return [int(p) for p in consts[n.inputs[1]].reshape(-1)], value
+    value = float(fill.reshape(-1)[0]) if fill is not None and fill.size and mode == "constant" else 0.0
+    return [int(p) for p in consts[n.inputs[1]].reshape(-1)], value, mode
 
 
 def fold_pad(nodes: list[OnnxNode], consts: dict[str, np.ndarray], outputs: set[str]) -> list[OnnxNode]:
@@ -148,13 +155,16 @@ def fold_pad(nodes: list[OnnxNode], consts: dict[str, np.ndarray], outputs: set[
         users = readers.get(n.outputs[0], []) if n.op == "Pad" and n.outputs[0] not in outputs else []
         if len(users) != 1 or users[0].op != "Conv" or users[0].inputs[0] != n.outputs[0]:
             continue
-        widths, value = pad_widths(n, consts)
+        try:
+            widths, value, mode = pad_widths(n, consts)
+        except GraphError as e:
+            raise GraphError(f"Pad node {n.name!r}: {e}") from None
         conv = users[0]
         pads = list(conv.attrs.get("pads", [0, 0, 0, 0]))
         auto = conv.attrs.get("auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET")
         spatial = len(widths) == 8 and widths[:2] == [0, 0] and widths[4:6] == [0, 0]
         equal = len({*widths[2:4], *widths[6:]}) == 1 and len(set(pads)) == 1
-        if value != 0.0 or not auto or not spatial or not equal:
+        if mode != "constant" or value != 0.0 or not auto or not spatial or not equal:
             continue
         conv.attrs["pads"] = [pads[0] + widths[2]] * 4
         conv.inputs = [n.inputs[0], *conv.inputs[1:]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..dtypes import dtype as dtype_info
 from ..emit_c.vector import chunks_of
 from ..expr import Tensor, as_int
 from ..schedule import Schedule, create_schedule
@@ -30,28 +31,116 @@ def matmul_tile(target: Target, dtype: str) -> tuple[int, int]:
 def matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """Register-blocked matmul: a 6 x (2-4 vectors) accumulator tile kept in registers, a packed
     B panel per column block (reused by every row block), vectorized, unrolled, parallel columns."""
-    tgt = Target.parse(target)
     A, B, C = tensors
-    mr, nr = matmul_tile(tgt, C.dtype)
     s = create_schedule(C)
     acc = s.cache_write(C, "local")
-    panel = s.cache_read(B, "local", [acc])
-    i, j = s[C].op.axis
-    io, jo, ii, ji = s[C].tile(i, j, mr, nr)
-    s[C].reorder(jo, io, ii, ji)
-    s[C].vectorize(ji)
+    tile_matmul(s, C, acc, s.cache_read(B, "local", [acc]), target)
+    return s
+
+
+def batch_matmul_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """:func:`matmul_cpu`'s loops for each batch index (batch and column blocks parallel)."""
+    A, B, C = tensors
+    s = create_schedule(C)
+    acc = s.cache_write(C, "local")
+    tile_matmul(s, C, acc, packed_panel(s, B, acc, as_int(A.shape[-2]), target), target)
+    return s
+
+
+#: bytes of one B matrix above which :func:`packed_panel` packs it (about a core's L2 share)
+PANEL_BYTES = 256 * 1024
+
+
+def packed_panel(s: Schedule, B: Tensor, acc: Tensor, rows: int, target: Target | str) -> Tensor | None:
+    """A packed copy of ``B`` read by ``acc`` (for :func:`tile_matmul`) where it pays: B's
+    (K, N) matrix is larger than :data:`PANEL_BYTES` and the product has several blocks of rows
+    to reuse it; else None (a small B stays in cache as it is, and packing its column tails costs
+    more than it saves)."""
+    tgt = Target.parse(target)
+    k, n = (as_int(d) for d in B.shape[-2:])
+    large = k * n * dtype_info(B.dtype).bytes > PANEL_BYTES
+    return s.cache_read(B, "local", [acc]) if large and rows > matmul_tile(tgt, B.dtype)[0] else None
+
+
+def tile_matmul(
+    s: Schedule, out: Tensor, acc: Tensor, panel: Tensor | None, target: Target | str = "c"
+) -> None:
+    """The loops of :func:`matmul_cpu` in ``s``: ``out`` is the (..., M, N) stage whose loops are
+    tiled (the product, or an elementwise stage after it), ``acc`` the reduction stage computed per
+    tile (its cache, or the product itself), ``panel`` a cache read of B packed per column block
+    (None: none). Leading batch axes of ``out`` are outermost (fused with the column blocks when
+    the target has threads)."""
+    tgt = Target.parse(target)
+    mr, nr = matmul_tile(tgt, out.dtype)
+    *batch, i, j = s[out].op.axis
+    io, jo, ii, ji = s[out].tile(i, j, mr, nr)
+    s[out].reorder(*batch, jo, io, ii, ji)
+    s[out].vectorize(ji)
+    block = jo
     if (tgt.num_threads or 1) > 1:
-        s[C].parallel(jo)
-    s[acc].compute_at(s[C], io)
-    ai, aj = s[acc].op.axis
+        block = s[out].fuse(*batch, jo) if batch else jo
+        s[out].parallel(block)
+    s[acc].compute_at(s[out], io)
+    *acc_batch, ai, aj = s[acc].op.axis
     (ak,) = s[acc].op.reduce_axis
     ko, ki = s[acc].split(ak, 4)
-    s[acc].reorder(ko, ki, ai, aj)
+    s[acc].reorder(*acc_batch, ko, ki, ai, aj)
     s[acc].unroll(ki)
     s[acc].unroll(ai)
     s[acc].vectorize(aj)
-    s[panel].compute_at(s[C], jo)
-    s[panel].vectorize(s[panel].op.axis[1])
+    if panel is not None:
+        s[panel].compute_at(s[out], block)
+        s[panel].vectorize(s[panel].op.axis[-1])
+
+
+def dot_tile(target: Target, dtype: str, rows: int, cols: int) -> tuple[int, int]:
+    """(rows, columns) of :func:`tile_dot`'s tile: one vector accumulator per output element, and
+    the tile's row vectors, one column vector and a spare in the registers; the most multiply-adds
+    per load, no larger than the output."""
+    regs = vector_regs(target)
+    best = (0.0, 1, 1)
+    for mr in range(1, min(rows, 8) + 1):
+        nr = min(cols, 8, (regs - mr - 2) // mr)
+        if nr >= 1 and mr * nr / (mr + nr) > best[0]:
+            best = (mr * nr / (mr + nr), mr, nr)
+    return best[1], best[2]
+
+
+def tile_dot(s: Schedule, out: Tensor, mm: Tensor, target: Target | str = "c") -> None:
+    """Register-blocked ``A @ W.T`` (``mm[i, j] = sum_k A[i, k] * W[j, k]``, both read along k):
+    the reduction split by the vector width and factored (rfactor) into a tile of vector
+    accumulators in registers, summed across lanes per tile, then the (M, N) stage ``out`` (``mm``
+    or an elementwise stage after it) written from them; parallel column blocks."""
+    tgt = Target.parse(target)
+    lanes = tgt.vector_lanes(mm.dtype)
+    (k,) = s[mm].op.reduce_axis
+    _, ki = s[mm].split(k, lanes)
+    rf = s.rfactor(mm, ki, factor_axis=2)
+    mr, nr = dot_tile(tgt, mm.dtype, as_int(mm.shape[0]), as_int(mm.shape[1]))
+    i, j = s[out].op.axis
+    io, jo, ii, ji = s[out].tile(i, j, mr, nr)
+    s[out].reorder(jo, io, ii, ji)
+    if (tgt.num_threads or 1) > 1:
+        s[out].parallel(jo)
+    if out.op.name != mm.op.name:
+        s[mm].compute_at(s[out], io)
+        ii, ji = s[mm].op.axis
+    for axis in (ii, ji, *s[mm].op.reduce_axis):  # the lane sums read the accumulators by constant index
+        s[mm].unroll(axis)
+    s[rf].compute_at(s[out], io)
+    ri, rj, rl = s[rf].op.axis
+    (rk,) = s[rf].op.reduce_axis
+    s[rf].reorder(rk, ri, rj, rl)
+    s[rf].unroll(ri)
+    s[rf].unroll(rj)
+    s[rf].vectorize(rl)
+
+
+def dense_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """``dense`` (``data @ weight.T``, then bias and ReLU): :func:`tile_dot` with the epilogue
+    computed per tile from the accumulators."""
+    s = create_schedule(tensors[-1])
+    tile_dot(s, tensors[-1], s.stages["dense"].op.output(0), target)
     return s
 
 
@@ -106,6 +195,8 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
 #: hand-written schedules by workload name; other workloads get the naive schedule
 SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
     "matmul": matmul_cpu,
+    "batch_matmul": batch_matmul_cpu,
+    "dense": dense_cpu,
     "conv2d_nchw": conv2d_nchw_cpu,
 }
 
