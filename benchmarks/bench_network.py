@@ -7,7 +7,8 @@ python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--
 1. The ONNX model is written with onnx.helper (tests/graph_models.py, no download) at ``--size``².
 2. Untuned: ``build_network`` with no log (each task's default schedule), and the same network with
    the naive default for the fused convolutions (the default before the hand-written one).
-3. For each scheduler in ``--schedulers``: ``tune_network`` with ``--trials`` trials in all (its
+3. For each scheduler in ``--schedulers`` (``NAME`` or ``NAME:TRIALS``, e.g. ``round-robin:500``):
+   ``tune_network`` with ``--trials`` (or its own TRIALS) trials in all (its
    log in ``--logs``, default benchmarks/results/network/; a log already there resumes), then
    ``build_network`` from that log. The estimated end-to-end latency after every round is kept:
    the table gives the trials the gradient scheduler needed to reach round-robin's final estimate.
@@ -47,6 +48,7 @@ import autosched as asc  # noqa: E402
 from autosched.graph import epilogue  # noqa: E402
 from autosched.graph.export import export_network, write_network  # noqa: E402
 from autosched.ops.schedules import SCHEDULES  # noqa: E402
+from autosched.records import is_remeasurement, load_records  # noqa: E402
 from autosched.search.scheduler import Round  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -72,10 +74,21 @@ def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target:
         curve.append((r.total_trials, r.latency * 1e3))
 
     start = time.perf_counter()
+    resumed = log.exists() and log.stat().st_size > 0
     result = asc.tune_network(graph, trials=trials, log=log, scheduler=scheduler, target=target,
                               progress=True, callback=keep)
+    if resumed:  # rounds from an earlier run are not replayed: the curve comes from the log
+        curve = curve_from_log(graph, log, target)
     return {"scheduler": scheduler, "trials": trials, "log": str(log), "curve": curve, "tasks": result.tasks,
             "wall_s": time.perf_counter() - start, "estimated_ms": result.latency_ms}
+
+
+def scheduler_budget(text: str) -> tuple[str, int | None]:
+    """``NAME`` or ``NAME:TRIALS`` of ``--schedulers``."""
+    name, _, trials = text.partition(":")
+    if name not in ("gradient", "round-robin") or (trials and not trials.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r}: give gradient or round-robin, optionally :TRIALS")
+    return name, int(trials) if trials else None
 
 
 def log_prefix(log: Path, n: int) -> Path:
@@ -84,6 +97,25 @@ def log_prefix(log: Path, n: int) -> Path:
     with log.open() as src:
         out.write_text("".join(itertools.islice(src, n)))
     return out
+
+
+def curve_from_log(graph: asc.graph.Graph, log: Path, target: str, step: int = 10) -> list[tuple[int, float]]:
+    """The estimated end-to-end latency (ms) after every ``step`` records of ``log``, as the task
+    scheduler computes it (sum of weight x each task's best median so far; inf while a task has
+    none): the curve of a run that is resumed here rather than tuned."""
+    tasks = asc.graph.network_tasks(graph, target)
+    weights = {t.workload: t.weight for t in asc.graph.extract_tasks(graph)}
+    index = {(t.workload.key, str(t.target)): i for i, t in enumerate(tasks)}
+    best = [math.inf] * len(tasks)
+    curve = []
+    records = [r for r in load_records(log) if not is_remeasurement(r)]
+    for n, r in enumerate(records, 1):
+        i = index.get((r.workload_key, r.target))
+        if i is not None and r.ok:
+            best[i] = min(best[i], r.median)
+        if n % step == 0 or n == len(records):
+            curve.append((n, 1e3 * sum(weights[t.workload] * b for t, b in zip(tasks, best, strict=True))))
+    return curve
 
 
 def trials_to_reach(curve: list[tuple[int, float]], goal: float) -> int | None:
@@ -113,8 +145,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200, help="trials per scheduler, in all (the issue: 1000)")
     ap.add_argument("--threads", type=int, default=2, help="threads of the kernels and of onnxruntime")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    ap.add_argument("--schedulers", nargs="*", default=["gradient", "round-robin"],
-                    choices=["gradient", "round-robin"], help="schedulers to tune with (none: no tuning)")
+    ap.add_argument("--schedulers", nargs="*", default=["gradient", "round-robin"], type=scheduler_budget,
+                    help="schedulers to tune with, NAME or NAME:TRIALS (none: no tuning)")
     ap.add_argument("--logs", type=Path, default=RESULTS / "network", help="where the tuning logs go")
     ap.add_argument("--no-export", action="store_true", help="skip the exported C library")
     ap.add_argument("--checkpoints", type=int, nargs="*", default=[],
@@ -138,13 +170,14 @@ def main() -> None:
     nets["untuned (naive conv default)"] = naive_conv_network(graph, target)
     args.logs.mkdir(parents=True, exist_ok=True)
     tuned: list[dict[str, Any]] = []
-    for scheduler in args.schedulers:
-        log = args.logs / f"resnet18_{args.size}_{scheduler}_{args.trials}.jsonl"
-        tuned.append(tune(graph, scheduler, args.trials, log, target))
-        for n in sorted(c for c in args.checkpoints if c < args.trials):
+    for scheduler, budget in args.schedulers:
+        trials = budget or args.trials
+        log = args.logs / f"resnet18_{args.size}_{scheduler}_{trials}.jsonl"
+        tuned.append(tune(graph, scheduler, trials, log, target))
+        for n in sorted(c for c in args.checkpoints if c < trials):
             prefix = log_prefix(log, n)
             nets[f"tuned, {scheduler}, first {n} trials"] = asc.build_network(graph, prefix, target=target)
-        nets[f"tuned, {scheduler}, {args.trials} trials"] = asc.build_network(graph, log, target=target)
+        nets[f"tuned, {scheduler}, {trials} trials"] = asc.build_network(graph, log, target=target)
     errors = {name: float(np.abs(np.asarray(net(x)) - expected).max()) for name, net in nets.items()}
 
     timers = {name: wall_timer(lambda net=net: net(x), 3) for name, net in nets.items()}
@@ -171,9 +204,11 @@ def main() -> None:
         goal = tuned[1]["estimated_ms"]
         reach = trials_to_reach(tuned[0]["curve"], goal)
         payload["gradient_trials_to_round_robin_final"] = reach
-        print(f"\nestimated end-to-end latency: gradient {tuned[0]['estimated_ms']:.2f} ms, round-robin "
-              f"{goal:.2f} ms after {args.trials} trials each; gradient reached round-robin's final "
-              f"estimate after {reach} trials" + (f" ({reach / args.trials:.0%})" if reach else ""))
+        rr = tuned[1]["trials"]
+        print(f"\nestimated end-to-end latency: gradient {tuned[0]['estimated_ms']:.2f} ms after "
+              f"{tuned[0]['trials']} trials, round-robin {goal:.2f} ms after {rr}; gradient reached "
+              f"round-robin's final estimate after {reach} trials"
+              + (f" ({reach / rr:.0%} of {rr})" if reach else ""))
         for t in tuned:
             print(f"  {t['scheduler']}: tuning took {t['wall_s']:.0f} s")
     if not args.no_export:
