@@ -8,10 +8,10 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
 (pair sampling and tree seeds; one seed alone moves the mean by about 0.005).
 
 1. Variants of the training data (the model is unchanged): labels (``min cost / cost`` per task,
-   the default; percentile ranks; log throughput), the regression objective, feature subsets and
-   normalizations (shape-invariant columns only; workload-dependent log columns divided by the
-   task's FLOPs; each program's buffer block of the stored buffer moved first; per-task context
-   columns), and XGBoost's own ``rank:pairwise`` / ``rank:ndcg`` with ``qid`` per task on
+   the default; percentile ranks; log throughput), the regression objective, tree settings, feature
+   subsets and normalizations (shape-invariant columns only; workload-dependent log columns divided
+   by the task's FLOPs; each program's buffer block of the stored buffer moved first; per-task
+   context columns), and XGBoost's own ``rank:pairwise`` / ``rank:ndcg`` with ``qid`` per task on
    per-program feature sums. The default's per-workload figures are printed too.
 2. Diagnostics: accuracy by the cost ratio of a pair; a learning curve over the number of training
    workloads; the same model when half of every workload's programs are in training (seen
@@ -156,6 +156,9 @@ VARIANTS: dict[str, Scorer] = {
     "labels: percentile rank in the task": xgb_scorer(labels=percentile),
     "labels: log2 throughput": xgb_scorer(labels=log_throughput),
     "objective: regression (reg)": xgb_scorer(objective="reg"),
+    "trees: depth 4": xgb_scorer(max_depth=4),
+    "trees: 150 rounds at eta 0.1, rows and columns subsampled 0.8": xgb_scorer(
+        rounds=150, eta=0.1, subsample=0.8, colsample_bytree=0.8),
     "features: shape-invariant columns only": xgb_scorer(invariant_only),
     "features: workload-dependent log columns / task FLOPs": xgb_scorer(per_flop),
     "features: stored buffer's block first": xgb_scorer(stored_buffer_first),
