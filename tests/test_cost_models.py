@@ -16,15 +16,18 @@ from autosched.model import (
     MODELS,
     CostModel,
     ModelLoadError,
+    extract_features,
     from_records,
     load_model,
     make_model,
     normalized_throughput,
+    pack_features,
     pairwise_accuracy,
     recall_at_k,
     task_groups,
 )
 from autosched.model.base import FORMAT_VERSION, save_arrays
+from autosched.model.xgb_model import XGBModel, sample_pairs
 from autosched.records import load_records
 from autosched.runner.measure import MeasureInput
 from autosched.schedule.steps import SplitStep
@@ -146,6 +149,26 @@ def test_xgb_regression_objective_and_program_sums() -> None:
     model = make_model("xgb", objective="reg", rounds=80).fit(programs, costs)
     scores = model.predict(programs)
     assert pairwise_accuracy(scores, costs) > 0.8  # fits its own training data
+
+
+def test_xgb_pairs_stay_within_a_task_and_rows_fit_like_programs() -> None:
+    """Ranking pairs never join two tasks (a pair across workloads says nothing about ranking
+    within one), and ``fit_rows``/``predict_rows`` on the packed features are ``fit``/``predict``."""
+    other = Task("matmul", (48, 32, 16), target="c -num-threads=1")
+    programs = sketch_programs(TASK, 24) + sketch_programs(other, 24, seed=5)
+    costs = made_up_costs(programs)
+    groups = task_groups(programs)
+    labels = normalized_throughput(costs, groups)
+    pairs = sample_pairs(labels, groups, 16, seed=0)
+    assert len(pairs) > 300
+    assert np.all(groups[pairs[:, 0]] == groups[pairs[:, 1]])
+    assert np.all(labels[pairs[:, 0]] > labels[pairs[:, 1]])  # (better, worse)
+    model = XGBModel(seed=2).fit(programs, costs)
+    rows, pid = pack_features(extract_features(programs))
+    by_rows = XGBModel(seed=2).fit_rows(rows, pid, labels, groups)
+    np.testing.assert_array_equal(by_rows.predict_rows(rows, pid, len(programs)), model.predict(programs))
+    with pytest.raises(ValueError, match="groups for the rows"):
+        XGBModel().fit_rows(rows, pid, labels[:5], groups[:5])
 
 
 # ------------------------------------------------------------------------------- bad model files

@@ -111,14 +111,23 @@ class XGBModel(SavedModel):
         """Train on ``programs`` with measured ``costs`` (seconds; ``inf`` for failures)."""
         if len(programs) != len(costs):
             raise ValueError(f"{len(costs)} costs for {len(programs)} programs")
-        xgb = require("xgboost")
         groups = task_groups(programs)
-        labels = normalized_throughput(costs, groups)
         rows, pid = pack_features(extract_features(programs))
+        return self.fit_rows(rows, pid, normalized_throughput(costs, groups), groups)
+
+    def fit_rows(self, rows: np.ndarray, pid: np.ndarray, labels: np.ndarray, groups: np.ndarray) -> Self:
+        """Train on feature rows (``pack_features``' stacked rows and the program of each row)
+        with one label per program (higher is faster) and one group per program: pairs are only
+        formed within a group. :meth:`fit` calls it with per-task throughput labels; studies of
+        other features or labels call it directly."""
+        xgb = require("xgboost")
+        n = len(labels)
+        programs = int(pid.max()) + 1 if len(pid) else 0
+        if len(groups) != n or programs > n:
+            raise ValueError(f"{n} labels and {len(groups)} groups for the rows of {programs} programs")
         self._booster, self._width = None, rows.shape[1] if len(rows) else None
         if len(rows) == 0 or np.ptp(labels) == 0:
             return self  # nothing to learn: every program scores the same
-        n = len(programs)
         rows_of = np.bincount(pid, minlength=n).astype(np.float64)
         if self.objective == "rank":
             pairs = sample_pairs(labels, groups, self.pairs_per_program, self.seed)
@@ -154,16 +163,21 @@ class XGBModel(SavedModel):
         feats = extract_features(programs)
         empty = np.array([f.shape[0] == 0 for f in feats], dtype=bool)
         out: np.ndarray = np.zeros(len(programs))
-        if self._booster is not None and not empty.all():
-            rows, pid = pack_features(feats)
-            if rows.shape[1] != self._width:
-                raise ValueError(
-                    f"programs have {rows.shape[1]} features; the model was fit on {self._width}"
-                )
-            xgb = require("xgboost")
-            preds = self._booster.predict(xgb.DMatrix(rows, nthread=self.nthread))
-            out = np.bincount(pid, weights=preds.astype(np.float64), minlength=len(programs))
+        if not empty.all():
+            out = self.predict_rows(*pack_features(feats), len(programs))
         out[empty] = -np.inf
+        return out
+
+    def predict_rows(self, rows: np.ndarray, pid: np.ndarray, n: int) -> np.ndarray:
+        """The scores of ``n`` programs from their stacked feature rows (see :meth:`fit_rows`):
+        the sum of each program's row predictions (0 for a program without rows)."""
+        if self._booster is None or len(rows) == 0:
+            return np.zeros(n)
+        if rows.shape[1] != self._width:
+            raise ValueError(f"programs have {rows.shape[1]} features; the model was fit on {self._width}")
+        xgb = require("xgboost")
+        preds = self._booster.predict(xgb.DMatrix(rows, nthread=self.nthread))
+        out: np.ndarray = np.bincount(pid, weights=preds.astype(np.float64), minlength=n)
         return out
 
     def _arrays(self) -> dict[str, np.ndarray]:

@@ -1,0 +1,265 @@
+"""Why the cost model ranks unseen workloads poorly: variants and diagnostics, leave one workload out.
+
+python benchmarks/bench_model_transfer.py --log DATASET/*.jsonl [--seeds 3] [--skip-variants]
+
+Each log holds one workload's measured programs (``make_dataset.py``). Every figure ranks a
+workload's programs with an ``xgb`` model fitted on the *other* logs only (pairwise accuracy,
+recall@5; labels are the minimum of each record's repeats), averaged over ``--seeds`` model seeds
+(pair sampling and tree seeds; one seed alone moves the mean by about 0.005).
+
+1. Variants of the training data (the model is unchanged): labels (``min cost / cost`` per task,
+   the default; percentile ranks; log throughput), the regression objective, tree settings, feature
+   subsets and normalizations (shape-invariant columns only; workload-dependent log columns divided
+   by the task's FLOPs; each program's buffer block of the stored buffer moved first; per-task
+   context columns), and XGBoost's own ``rank:pairwise`` / ``rank:ndcg`` with ``qid`` per task on
+   per-program feature sums. The default's per-workload figures are printed too.
+2. Diagnostics: accuracy by the cost ratio of a pair; a learning curve over the number of training
+   workloads; the same model when half of every workload's programs are in training (seen
+   workloads); how often the median of the repeats orders pairs as the minimum does (the noise in
+   the labels themselves).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_model import _log_data
+from common import print_table, write_results
+
+from autosched.model import (
+    extract_features,
+    log_scaled_features,
+    make_model,
+    pack_features,
+    pairwise_accuracy,
+    recall_at_k,
+    shape_invariant_features,
+)
+from autosched.model.base import require
+from autosched.model.features import feature_names
+from autosched.model.xgb_model import XGBModel
+
+NAMES = feature_names()
+LOG, INV = log_scaled_features(), shape_invariant_features()
+BUF0, BLOCK, BLOCKS = NAMES.index("buf0_read"), 17, 5
+
+
+@dataclass
+class Workload:
+    name: str
+    feats: list[np.ndarray]  # per program: (stores x dims)
+    costs: np.ndarray  # seconds, minimum of the repeats
+    median: np.ndarray  # seconds, median of the repeats
+    flops: float
+
+
+Transform = Callable[[np.ndarray, Workload], np.ndarray]
+Labels = Callable[[np.ndarray], np.ndarray]
+
+
+def throughput(c: np.ndarray) -> np.ndarray:
+    return c.min() / c
+
+
+def percentile(c: np.ndarray) -> np.ndarray:
+    return 1.0 - np.argsort(np.argsort(c)) / (len(c) - 1)
+
+
+def log_throughput(c: np.ndarray) -> np.ndarray:
+    return 1.0 + np.log2(c.min() / c) / 10
+
+
+def invariant_only(f: np.ndarray, w: Workload) -> np.ndarray:
+    return np.where(INV, f, 0).astype(np.float32)
+
+
+def per_flop(f: np.ndarray, w: Workload) -> np.ndarray:
+    g = f.copy()
+    g[:, LOG & ~INV] -= np.float32(np.log2(w.flops))
+    return g
+
+
+def stored_buffer_first(f: np.ndarray, w: Workload) -> np.ndarray:
+    g = f.copy()
+    for r in range(len(f)):
+        blocks = [f[r, BUF0 + k * BLOCK : BUF0 + (k + 1) * BLOCK] for k in range(BLOCKS)]
+        written = [k for k in range(BLOCKS) if blocks[k][1] or blocks[k][2]][:1]
+        for slot, k in enumerate(written + [k for k in range(BLOCKS) if k not in written]):
+            g[r, BUF0 + slot * BLOCK : BUF0 + (slot + 1) * BLOCK] = blocks[k]
+    return g
+
+
+def task_context(f: np.ndarray, w: Workload) -> np.ndarray:
+    ctx = np.array([len(f), np.log2(w.flops)], dtype=np.float32)
+    return np.concatenate([f, np.broadcast_to(ctx, (len(f), 2))], axis=1)
+
+
+def fit_score(train: list[Workload], test: Workload, tf: Transform | None, labels: Labels,
+              seed: int, params: dict[str, Any]) -> np.ndarray:
+    """The scores of ``test``'s programs by an xgb model fitted on ``train``."""
+    def rows(w: Workload) -> list[np.ndarray]:
+        return [tf(f, w) for f in w.feats] if tf else w.feats
+
+    x, pid = pack_features([f for w in train for f in rows(w)])
+    y = np.concatenate([labels(w.costs) for w in train])
+    groups = np.repeat(np.arange(len(train)), [len(w.costs) for w in train])
+    model = XGBModel(seed=seed, **params).fit_rows(x, pid, y, groups)
+    return model.predict_rows(*pack_features(rows(test)), len(test.costs))
+
+
+def native_score(train: list[Workload], test: Workload, objective: str, seed: int) -> np.ndarray:
+    """XGBoost's own ranking objective, ``qid`` per task, on per-program sums of the rows."""
+    xgb = require("xgboost")
+
+    def sums(w: Workload) -> np.ndarray:
+        return np.stack([f.sum(axis=0) for f in w.feats])
+
+    y = np.concatenate([throughput(w.costs) for w in train])
+    if objective == "rank:ndcg":
+        y = np.floor(y * 10)  # ndcg wants graded relevance
+    qid = np.repeat(np.arange(len(train)), [len(w.costs) for w in train])
+    data = xgb.DMatrix(np.concatenate([sums(w) for w in train]), label=y, qid=qid)
+    params = {"objective": objective, "eta": 0.1, "max_depth": 6, "nthread": 1, "seed": seed, "verbosity": 0}
+    booster = xgb.train(params, data, 100)
+    return np.asarray(booster.predict(xgb.DMatrix(sums(test))), dtype=np.float64)
+
+
+Scorer = Callable[[list[Workload], Workload, int], np.ndarray]
+
+
+def leave_one_out(data: list[Workload], score: Scorer, seeds: int) -> dict[str, tuple[float, float]]:
+    """Per workload: (pairwise accuracy, recall@5), means over the seeds."""
+    out = {}
+    for w in data:
+        train = [o for o in data if o is not w]
+        got = [score(train, w, s) for s in range(seeds)]
+        out[w.name] = (float(np.mean([pairwise_accuracy(g, w.costs) for g in got])),
+                       float(np.mean([recall_at_k(g, w.costs, 5) for g in got])))
+    return out
+
+
+def xgb_scorer(tf: Transform | None = None, labels: Labels = throughput, **params: Any) -> Scorer:
+    return lambda train, test, seed: fit_score(train, test, tf, labels, seed, params)
+
+
+def native_scorer(objective: str) -> Scorer:
+    return lambda train, test, seed: native_score(train, test, objective, seed)
+
+
+VARIANTS: dict[str, Scorer] = {
+    "default: min/cost labels, pairs within a task": xgb_scorer(),
+    "labels: percentile rank in the task": xgb_scorer(labels=percentile),
+    "labels: log2 throughput": xgb_scorer(labels=log_throughput),
+    "objective: regression (reg)": xgb_scorer(objective="reg"),
+    "trees: depth 4": xgb_scorer(max_depth=4),
+    "trees: 150 rounds at eta 0.1, rows and columns subsampled 0.8": xgb_scorer(
+        rounds=150, eta=0.1, subsample=0.8, colsample_bytree=0.8),
+    "features: shape-invariant columns only": xgb_scorer(invariant_only),
+    "features: workload-dependent log columns / task FLOPs": xgb_scorer(per_flop),
+    "features: stored buffer's block first": xgb_scorer(stored_buffer_first),
+    "features: + store count, log2 task FLOPs": xgb_scorer(task_context),
+    "xgboost rank:pairwise, qid per task, program sums": native_scorer("rank:pairwise"),
+    "xgboost rank:ndcg, qid per task, program sums": native_scorer("rank:ndcg"),
+}
+
+
+def by_gap(data: list[Workload]) -> list[list[object]]:
+    """Accuracy of the default model on pairs whose costs differ by more than a ratio."""
+    right, total = np.zeros(6), np.zeros(6)
+    ratios = (1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
+    for w in data:
+        s = fit_score([o for o in data if o is not w], w, None, throughput, 0, {})
+        c = w.costs
+        faster = c[:, None] < c[None, :]
+        ok = faster & (s[:, None] > s[None, :])
+        ratio = c[None, :] / c[:, None]
+        for i, r in enumerate(ratios):
+            m = faster & (ratio > r)
+            right[i] += ok[m].sum()
+            total[i] += m.sum()
+    return [[f"> {r}", int(t), f"{a / t:.3f}"] for r, a, t in zip(ratios, right, total, strict=True)]
+
+
+def learning_curve(data: list[Workload]) -> list[list[object]]:
+    """Mean held-out accuracy with k random training workloads (two draws per held-out one)."""
+    rng, rows = np.random.default_rng(0), []
+    for k in (2, 5, 8, len(data) - 1):
+        accs = []
+        for w in data:
+            others = [o for o in data if o is not w]
+            for _ in range(2 if k < len(others) else 1):
+                train = [others[i] for i in rng.choice(len(others), k, replace=False)]
+                accs.append(pairwise_accuracy(fit_score(train, w, None, throughput, 0, {}), w.costs))
+        rows.append([k, f"{np.mean(accs):.3f}"])
+    return rows
+
+
+def seen_halves(data: list[Workload], seeds: int) -> float:
+    """Mean accuracy on half of each workload's programs, the other halves of all in training."""
+    accs = []
+    for seed in range(seeds):
+        halves = [np.random.default_rng(seed).permutation(len(w.costs)) for w in data]
+        train = [Workload(w.name, [w.feats[i] for i in h[: len(h) // 2]], w.costs[h[: len(h) // 2]],
+                          w.median, w.flops) for w, h in zip(data, halves, strict=True)]
+        x, pid = pack_features([f for w in train for f in w.feats])
+        y = np.concatenate([throughput(w.costs) for w in train])
+        groups = np.repeat(np.arange(len(train)), [len(w.costs) for w in train])
+        model = XGBModel(seed=seed).fit_rows(x, pid, y, groups)
+        for w, h in zip(data, halves, strict=True):
+            test = h[len(h) // 2 :]
+            s = model.predict_rows(*pack_features([w.feats[i] for i in test]), len(test))
+            accs.append(pairwise_accuracy(s, w.costs[test]))
+    return float(np.mean(accs))
+
+
+def load(logs: list[str]) -> list[Workload]:
+    out = []
+    for log in logs:
+        progs, costs = _log_data(log, "min")
+        _, median = _log_data(log, "median")
+        feats = [np.asarray(f) for f in extract_features(progs)]
+        out.append(Workload(Path(log).stem, feats, costs, median, float(progs[0].task.flops())))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log", nargs="+", required=True)
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--skip-variants", action="store_true")
+    args = ap.parse_args()
+    make_model("xgb")  # says what to install if xgboost is missing
+    data = load(args.log)
+    record: dict[str, Any] = {"logs": args.log, "seeds": args.seeds, "variants": {}}
+    if not args.skip_variants:
+        rows = []
+        for label, scorer in VARIANTS.items():
+            res = leave_one_out(data, scorer, args.seeds)
+            acc = np.array([a for a, _ in res.values()])
+            rec = np.mean([r for _, r in res.values()])
+            rows.append([label, f"{acc.mean():.3f}", f"{acc.min():.3f}", f"{rec:.2f}"])
+            record["variants"][label] = res
+            print(f"{label}: {acc.mean():.3f}", flush=True)
+        print_table(["variant", "pairwise mean", "worst workload", "recall@5 mean"], rows)
+        default = record["variants"][next(iter(VARIANTS))]
+        print_table(["held-out workload", "pairwise", "recall@5"],
+                    [[k, f"{a:.3f}", f"{r:.2f}"] for k, (a, r) in default.items()])
+    gap = by_gap(data)
+    print_table(["cost ratio of the pair", "pairs", "accuracy"], gap)
+    curve = learning_curve(data)
+    print_table(["training workloads", "pairwise mean"], curve)
+    seen = seen_halves(data, args.seeds)
+    noise = float(np.mean([pairwise_accuracy(-w.median, w.costs) for w in data]))
+    print(f"seen workloads (half of each in training): {seen:.3f}")
+    print(f"median of the repeats ordering pairs as the minimum does: {noise:.3f}")
+    record.update(by_gap=gap, learning_curve=curve, seen_halves=seen, median_vs_min=noise)
+    print(f"results: {write_results('model_transfer', record)}")
+
+
+if __name__ == "__main__":
+    main()
