@@ -117,11 +117,14 @@ def test_ga_runs_on_measured_speed_only(replay: tuple[ReplayLog, LogSpace]) -> N
     assert [cost[steps_key(p.steps)] for p in tuner.parents()] == sorted(cost.values())[:8]
 
 
-def test_a_seed_replays_the_same_search(replay: tuple[ReplayLog, LogSpace]) -> None:
+@pytest.mark.parametrize("cls", [SATuner, EvolutionaryTuner])
+def test_a_seed_replays_the_same_search(
+    replay: tuple[ReplayLog, LogSpace], cls: type[SATuner] | type[EvolutionaryTuner]
+) -> None:
     log, space = replay
 
     def run(seed: int) -> list[str]:
-        tuner = EvolutionaryTuner(log.task, space, seed=seed, model=StepKNNModel(), plan_size=16)
+        tuner = cls(log.task, space, seed=seed, model=StepKNNModel(), plan_size=16)
         tuner.tune(48, ReplayRunner(log).measure, batch_size=8)
         return [steps_key(c.steps) for c, _ in tuner.measured]
 
