@@ -1,8 +1,8 @@
 """The untuned defaults of dense layers and batched products (``dense``, ``fused_dense``,
-``batch_matmul``, ``fused_batch_matmul``): hand-written register-blocked schedules, built with
-gcc and checked against numpy on dividing and non-dividing shapes (1 and primes included), and
-through ``build_network`` on the ``A @ B.T`` / ``A @ B`` forms an ONNX model's Gemm and MatMul
-nodes become, against onnxruntime."""
+``batch_matmul``, ``fused_batch_matmul``, ``matmul`` with B transposed): hand-written
+register-blocked schedules, built with gcc and checked against numpy on dividing and
+non-dividing shapes (1 and primes included), and through ``build_network`` on the ``A @ B.T`` /
+``A @ B`` forms an ONNX model's Gemm and MatMul nodes become, against onnxruntime."""
 
 from __future__ import annotations
 
@@ -31,8 +31,11 @@ CASES: list[tuple[str, tuple[Any, ...], str]] = [
     ("fused_batch_matmul", (2, 16, 16, 8, ""), "c -num-threads=1"),
     ("fused_batch_matmul", (1, 7, 1, 3, "bias"), "c -num-threads=2"),
     ("fused_batch_matmul", (3, 13, 11, 7, "add,sigmoid"), "c -num-threads=2"),
+    ("matmul", (1, 23, 17, "float32", True), "c -num-threads=1"),  # A @ B.T: the dense tile
+    ("matmul", (13, 29, 64, "float32", True), "c -num-threads=2"),
 ]
 NAMES = {
+    "matmul": "autosched.ops.schedules.matmul_bt_cpu",
     "dense": "autosched.ops.schedules.dense_cpu",
     "fused_dense": "autosched.graph.fused.fused_dense_cpu",
     "batch_matmul": "autosched.ops.schedules.batch_matmul_cpu",
@@ -48,8 +51,9 @@ def test_the_default_is_hand_written_and_matches_numpy(name: str, args: tuple[An
     assert how == NAMES[name] and has_hand_written(wl)  # so asc.tune measures it first
     annotations = {s.annotation for s in schedule.steps if isinstance(s, AnnotateStep)}
     assert {"vectorize", "unroll"} <= annotations
-    # the dense forms read both operands along k: the vector lanes run over the reduction
-    assert any(isinstance(s, RfactorStep) for s in schedule.steps) == name.endswith("dense")
+    # the dense forms and A @ B.T read both operands along k: the vector lanes run over the reduction
+    reads_along_k = name.endswith("dense") or name == "matmul"
+    assert any(isinstance(s, RfactorStep) for s in schedule.steps) == reads_along_k
     b_bytes = args[2] * args[3] * 4 if "batch_matmul" in name else 0  # (batch, M, N, K, ...)
     packed = any(isinstance(s, CacheReadStep) for s in schedule.steps)
     assert packed == (b_bytes > PANEL_BYTES and args[1] > 6)

@@ -136,6 +136,13 @@ def tile_dot(s: Schedule, out: Tensor, mm: Tensor, target: Target | str = "c") -
     s[rf].vectorize(rl)
 
 
+def matmul_bt_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """``matmul`` with B transposed (``A @ B.T``, both operands read along k): :func:`tile_dot`."""
+    s = create_schedule(tensors[-1])
+    tile_dot(s, tensors[-1], tensors[-1], target)
+    return s
+
+
 def dense_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """``dense`` (``data @ weight.T``, then bias and ReLU): :func:`tile_dot` with the epilogue
     computed per tile from the accumulators."""
@@ -201,17 +208,24 @@ SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
 }
 
 
+def hand_written(wl: Workload) -> Callable[[list[Tensor], Target | str], Schedule] | None:
+    """``wl``'s hand-written schedule: :data:`SCHEDULES` by name (:func:`matmul_bt_cpu` for a
+    matmul with B transposed), or None."""
+    if wl.name == "matmul" and wl.args[4]:
+        return matmul_bt_cpu
+    return SCHEDULES.get(wl.name)
+
+
 def has_hand_written(wl: Workload) -> bool:
-    """Whether ``wl`` has a hand-written schedule in :data:`SCHEDULES` (a matmul with B
-    transposed has none)."""
-    return wl.name in SCHEDULES and not (wl.name == "matmul" and wl.args[4])
+    """Whether ``wl`` has a hand-written schedule (:func:`hand_written`)."""
+    return hand_written(wl) is not None
 
 
 def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule, str]:
-    """The schedule ``wl`` gets before any tuning, and its name: the hand-written schedule of
-    :data:`SCHEDULES` where there is one (:func:`has_hand_written`), else the naive schedule
-    (``create_schedule`` with no steps, called ``"default schedule"``)."""
-    if has_hand_written(wl):
-        make = SCHEDULES[wl.name]
+    """The schedule ``wl`` gets before any tuning, and its name: its hand-written schedule where
+    there is one (:func:`hand_written`), else the naive schedule (``create_schedule`` with no
+    steps, called ``"default schedule"``)."""
+    make = hand_written(wl)
+    if make is not None:
         return make(wl.tensors(), Target.parse(target)), f"{make.__module__}.{make.__name__}"
     return create_schedule(wl.outputs), "default schedule"
