@@ -22,7 +22,7 @@ from autosched.cli import main  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
 from autosched.ops import get_workload  # noqa: E402
 from autosched.ops.schedules import default_schedule  # noqa: E402
-from autosched.records import Record, append_records, load_records  # noqa: E402
+from autosched.records import Record, append_records, is_remeasurement, load_records  # noqa: E402
 from autosched.runner.measure import MeasureErrorNo  # noqa: E402
 from autosched.task import Task  # noqa: E402
 
@@ -121,6 +121,11 @@ def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
     for r in load_records(log):
         firsts.setdefault(r.workload_key, r)
     assert all((r.program or {}).get("space") == "default" for r in firsts.values()) and len(firsts) == 3
+    # at the end each task's fastest programs and its default were measured again, side by side
+    assert "measuring the 3 fastest programs of each task and its default schedule again" in progress
+    again = [r for r in load_records(log) if is_remeasurement(r)]
+    for key, first in firsts.items():
+        assert first.program_key in {r.program_key for r in again if r.workload_key == key}
     net = asc.build_network(graph, log=log)
     assert len(keys) == 3 and all(b.task.workload.key in keys and b.tuned for b in net.built)
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)

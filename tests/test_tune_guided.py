@@ -18,7 +18,7 @@ from model_doubles import SpyModel, StepKNNModel
 import autosched as asc
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
-from autosched.records import REMEASURE_KEY, is_remeasurement, load_records
+from autosched.records import REMEASURE_KEY, Record, is_remeasurement, load_records
 from autosched.search import EvolutionaryTuner, GATuner, SATuner, make_space
 
 pytestmark = pytest.mark.requires("gcc")
@@ -42,6 +42,10 @@ def _tuner(name: str, space: str) -> asc.Tuner | str:
     return name
 
 
+def is_default_record(r: Record) -> bool:
+    return (r.program or {}).get("space") == "default"
+
+
 @pytest.mark.parametrize(
     ("name", "space"),
     [("random", "sketch"), ("grid", "template"), ("ga", "sketch"), ("sa", "template"), ("sa", "sketch"),
@@ -55,10 +59,13 @@ def test_each_tuner_tunes_for_real_and_the_best_is_re_measured(tmp_path: Path, n
     trials = [r for r in records if not is_remeasurement(r)]
     again = [r for r in records if is_remeasurement(r)]
     assert result.trials == 16 and len({r.program_key for r in trials}) == 16 == len(trials)
-    assert result.valid_trials >= 12 and result.remeasured_trials == len(again) == 3
-    # the three fastest programs were measured again, with 10 repeats, as ordinary records
+    # the three fastest programs and the hand-written default (measured first, where there is
+    # one) were measured again, with 10 repeats, as ordinary records
     fastest = sorted((r for r in trials if r.ok), key=lambda r: r.median)[:3]
-    assert {r.program_key for r in again} == {r.program_key for r in fastest}
+    default = {r.program_key for r in trials if r.ok and is_default_record(r)}
+    expected = {r.program_key for r in fastest} | default
+    assert result.valid_trials >= 12 and result.remeasured_trials == len(again) == len(expected)
+    assert {r.program_key for r in again} == expected
     assert all(len(r.costs) == 10 and r.program[REMEASURE_KEY] == 10 for r in again)
     best = min(again, key=lambda r: r.median)
     assert result.best_time_ms == pytest.approx(best.median * 1e3) and result.best_steps == best.steps

@@ -59,7 +59,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=target,
                           tuner=args.tuner, space=args.space, seed=args.seed or 0, option=option,
                           progress=not args.quiet, cluster=args.cluster,
-                          security=security_of(args, "client"))
+                          security=security_of(args, "client"), remeasure=args.remeasure)
     if args.json:
         print(json.dumps(result.to_json()))
         return 0

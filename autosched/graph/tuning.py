@@ -164,6 +164,7 @@ def tune_network(
     cluster: Any = None,
     security: Any = None,
     parallel: int | None = None,
+    remeasure: int = 3,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
@@ -176,7 +177,11 @@ def tune_network(
     many as the runner has devices that measure the target, never more; see the module
     docstring). Each task's first trial is its untuned
     default schedule (what :func:`build_network` runs without a record), so a tuned network is never
-    slower than the untuned one by its measurements."""
+    slower than the untuned one by its measurements. At the end each task's ``remeasure`` fastest
+    programs and its default schedule are measured again, side by side, with more repeats (as
+    :func:`autosched.tune` does; logged as re-measurements, no trials; 0: none): measurements
+    spread over a long run on a machine whose load changes are not comparable, and
+    :func:`build_network` then takes the best by these re-measurements."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
@@ -219,8 +224,23 @@ def tune_network(
             best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
             return result.trials, best
 
+        def final_round(i: int) -> None:
+            with measurers.lend() as (builder, runner):  # no new trials: the log already holds them
+                result = tune(tasks[i], trials=states[i].trials, log=path, tuner=tuner, space=space,
+                              seed=seed + states[i].trials, option=option, remeasure=remeasure,
+                              cluster=executor, builder=builder, runner=runner, measure_default=True)
+            if result.best_time_ms is not None:
+                states[i].history.append((states[i].trials, result.best_time_ms / 1e3))
+
         try:
             sched.run(trials, tune_round, each_round, slots=slots, halt=halt.set)
+            if remeasure > 0:
+                if progress:
+                    print(f"measuring the {remeasure} fastest programs of each task and its default schedule "
+                          "again, side by side", file=sys.stderr, flush=True)
+                for i in range(len(tasks)):
+                    if states[i].trials > 0:
+                        final_round(i)
         except KeyboardInterrupt as stop:
             if isinstance(stop, TuningInterrupted):
                 raise

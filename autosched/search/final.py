@@ -3,7 +3,9 @@
 A lucky measurement (a quiet moment on a shared machine, a timer glitch) must not win a tuning
 run. So at the end of :func:`~autosched.search.tune` the ``top`` fastest distinct programs found
 (earlier runs in the log included) are measured once more with ``repeat`` repeats, and the best is
-the lowest median of these re-measurements. Each re-measurement is logged as an ordinary record
+the lowest median of these re-measurements. The task's hand-written default schedule, where it was
+measured, is always measured again with them, so the run's best is declared against it under the
+same conditions. Each re-measurement is logged as an ordinary record
 (one line per measurement) whose ``program`` carries ``"remeasure": REPEATS``; such records are no
 trials (a resumed run does not count them), and a program that already has one in the log is not
 measured again.
@@ -21,6 +23,7 @@ from .. import records
 from ..records import REMEASURE_KEY, Record, is_remeasurement, steps_key
 from ..runner.measure import Builder, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
 from ..task import Task
+from .baseline import is_default
 from .space import Candidate
 
 __all__ = ["Final", "remeasure_top"]
@@ -37,13 +40,16 @@ class Final:
 
 
 def _top(measured: Sequence[tuple[Candidate, float]], n: int) -> list[tuple[Candidate, float]]:
-    """The ``n`` fastest distinct valid programs, fastest first (the earliest on ties)."""
+    """The ``n`` fastest distinct valid programs, fastest first (the earliest on ties), and the
+    default schedule after them if it is valid and not among them."""
     best: dict[str, tuple[Candidate, float]] = {}
     for cand, cost in measured:
         key = cand.key
         if math.isfinite(cost) and cost < best.get(key, (cand, math.inf))[1]:
             best[key] = (cand, cost)
-    return sorted(best.values(), key=lambda cc: cc[1])[:n]
+    top = sorted(best.values(), key=lambda cc: cc[1])[:n]
+    default = next((cc for cc in best.values() if is_default(cc[0])), None)
+    return top + [default] if default is not None and default not in top else top
 
 
 def _with_repeats(option: MeasureOption, repeat: int) -> MeasureOption:
