@@ -145,7 +145,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200, help="trials per scheduler, in all (the issue: 1000)")
     ap.add_argument("--threads", type=int, default=2, help="threads of the kernels and of onnxruntime")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
-    ap.add_argument("--schedulers", nargs="*", default=["gradient", "round-robin"], type=scheduler_budget,
+    ap.add_argument("--schedulers", nargs="*", type=scheduler_budget,
+                    default=[("gradient", None), ("round-robin", None)],
                     help="schedulers to tune with, NAME or NAME:TRIALS (none: no tuning)")
     ap.add_argument("--logs", type=Path, default=RESULTS / "network", help="where the tuning logs go")
     ap.add_argument("--no-export", action="store_true", help="skip the exported C library")
@@ -215,7 +216,8 @@ def main() -> None:
         log = Path(tuned[0]["log"]) if tuned else None
         exp = run_export(graph, log, target, x, args.logs / f"export_{args.size}")
         payload["export"] = exp
-        net_name = next((n for n in nets if n.startswith("tuned")), "untuned (hand-written conv default)")
+        net_name = (f"tuned, {tuned[0]['scheduler']}, {tuned[0]['trials']} trials" if tuned
+                    else "untuned (hand-written conv default)")  # the network the library exports
         status = "ok" if exp["ok"] else "FAILED: " + exp["output"]
         print(f"\nexported C library ({exp['kernels']} kernels, {exp['tuned']} tuned): {status}; model_run "
               f"{exp['model_run_ms']} ms (best of 10) vs build_network {times[net_name]:.2f} ms (median); "
