@@ -70,7 +70,9 @@ def test_cli_tunes_on_the_cluster_and_builds_never_share_a_measuring_worker(lab:
     builds = tasks_by_worker(stream.data, "asc-build")
     measures = tasks_by_worker(stream.data, "asc-measure")
     measuring = {lab.address_of("m1"), lab.address_of("m2")}
-    assert sum(len(s) for s in builds.values()) >= 6 and sum(len(s) for s in measures.values()) == 7
+    again = [r for r in load_records(log) if is_remeasurement(r)]  # the best, and the default if not it
+    assert len(again) in (1, 2) and sum(len(s) for s in builds.values()) >= 6
+    assert sum(len(s) for s in measures.values()) == 6 + len(again)
     assert set(measures) <= measuring and not set(builds) & measuring  # builds only on the build worker
     for spans in measures.values():  # one measurement at a time per device (the scheduler shifts
         spans.sort()  # each report by its latest estimate of the worker's clock offset: a few ms)
@@ -102,8 +104,11 @@ def test_a_killed_worker_costs_no_trial_and_no_measuring_worker_stops_the_run(
     outcome: dict[str, object] = {}
 
     def run() -> None:
-        outcome["result"] = asc.tune(task, trials=8, log=log, tuner="random", seed=3, option=FAST,
-                                     remeasure=0, cluster=lab.address, batch_size=4)
+        try:
+            outcome["result"] = asc.tune(task, trials=8, log=log, tuner="random", seed=3, option=FAST,
+                                         remeasure=0, cluster=lab.address, batch_size=4)
+        except Exception as e:  # the assertion below shows it
+            outcome["error"] = f"{type(e).__name__}: {e}"
 
     tuning = threading.Thread(target=run)
     tuning.start()
@@ -113,7 +118,7 @@ def test_a_killed_worker_costs_no_trial_and_no_measuring_worker_stops_the_run(
         time.sleep(0.05)
     lab.kill(m1)
     tuning.join(120)
-    result = outcome["result"]
+    result = outcome.get("result", outcome)
     assert isinstance(result, TuneResult)
     assert (result.trials, result.valid_trials, result.new_trials) == (8, 8, 8), result.errors
     records = load_records(log)
@@ -145,7 +150,7 @@ def test_a_network_tunes_on_the_cluster(lab: Lab, tmp_path: Path) -> None:
                               cluster=lab.address)
     assert [t["trials"] for t in result.tasks] == [1, 1, 1]
     assert all(t["best_ms"] is not None for t in result.tasks), result.tasks
-    records = load_records(log)
+    records = [r for r in load_records(log) if not is_remeasurement(r)]  # trials, not re-measurements
     assert len(records) == 3 and all(r.ok for r in records) and len({r.workload_key for r in records}) == 3
     x = np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)
     net = asc.build_network(graph, log=log)

@@ -3,8 +3,8 @@
 :class:`DaskBuilder` emits sources here, looks each library up in this machine's kernel cache
 first, and sends the others to the cluster as data (source, target, user C code); the libraries
 come back as bytes into the local cache, compile errors as results. :class:`DaskRunner` sends each
-built library's bytes to a measuring worker with the task's inputs and reference outputs (one
-cluster value per task, scattered once to the measuring workers) and yields results as they
+built library's bytes to a measuring worker with the task's inputs and reference outputs (over
+1 MiB: one cluster value per task, scattered once to the measuring workers) and yields results as they
 complete, so several devices measure a batch in parallel (:mod:`.boards`: on SSH boards). A
 worker lost in the middle of a task costs nothing: Dask runs the task again elsewhere.
 """
@@ -130,6 +130,12 @@ def _with_main(results: list[BuildResult], jobs: _Jobs) -> _Jobs:
     return out
 
 
+#: task data up to this size travels inside each measurement task (Dask keeps it with the task, so
+#: a measuring worker that dies loses nothing and the task reruns elsewhere); larger data is
+#: scattered once to the measuring workers (Dask warns about task graphs over 10 MB)
+SCATTER_BYTES = 1 << 20
+
+
 class DaskRunner(Closing):
     """Checks and times built candidates of target kind ``kind`` on the cluster's measuring
     workers, with ``option`` (its ``run_timeout`` applies on the worker) and inputs drawn with
@@ -193,7 +199,10 @@ class DaskRunner(Closing):
         key = data_key(inp.task, self.seed)
         if key not in self._data:
             value = task_data(inp.task, self.seed, self.option.check)
-            self._data[key] = (key, self.cluster.scatter(value, self._measuring(workers)))
+            inputs, expected = value
+            size = sum(a.nbytes for a in (*inputs, *(expected or ())))
+            shared = self.cluster.scatter(value, self._measuring(workers)) if size > SCATTER_BYTES else value
+            self._data[key] = (key, shared)
         return self._data[key]
 
     def run(self, inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]) -> list[MeasureResult]:
