@@ -103,7 +103,8 @@ def test_a_cross_target_tunes_on_the_board_worker_which_never_builds(lab: BoardL
     builds = tasks_by_worker(stream.data, "asc-build")
     measures = tasks_by_worker(stream.data, "asc-measure")
     assert set(builds) == {builder} and sum(map(len, builds.values())) >= 5  # cross-compiled there
-    assert set(measures) == {board} and len(measures[board]) == 6  # 5 trials + 1 re-measurement
+    again = len([r for r in records if is_remeasurement(r)])  # the fastest, and the default if slower
+    assert again in (1, 2) and set(measures) == {board} and len(measures[board]) == 5 + again
 
 
 def test_named_boards_measure_on_their_workers_and_an_absent_one_stops_clearly(

@@ -42,9 +42,10 @@ def test_tune_logs_every_trial_resumes_and_loads_the_best(tmp_path: Path) -> Non
     records = [r for r in everything if not is_remeasurement(r)]
     assert len(records) == 12 and all(r.workload_key == task.workload.key for r in everything)
     assert all(len(r.costs) == 2 for r in records if r.ok)
-    # the best is the fastest of the top 3 measured again with 10 repeats
+    # the best is the fastest of the top 3 (and the default schedule if not among them) measured
+    # again with 10 repeats
     again = [r for r in everything if is_remeasurement(r)]
-    assert len(again) == 3 and all(len(r.costs) == 10 for r in again)
+    assert len(again) in (3, 4) and all(len(r.costs) == 10 for r in again)
     assert first.best_time_ms == pytest.approx(min(r.median for r in again) * 1e3)
     assert first.best_gflops == pytest.approx(task.flops() / min(r.median for r in again) / 1e9)
 
