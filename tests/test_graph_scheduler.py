@@ -65,6 +65,20 @@ def test_every_task_gets_a_warm_up_round_first(replay: ReplayLog) -> None:
         assert sched.total_trials() == 24
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_budget_smaller_than_a_round_per_task_still_gives_each_task_a_trial(slots: int) -> None:
+    states = [TaskState(100, 1, "a") for _ in range(4)]
+    given: list[tuple[int, int]] = []
+
+    def tune_round(i: int, n: int) -> tuple[int, float]:
+        given.append((i, n))
+        return states[i].trials + n, 1e-3
+
+    TaskScheduler(states, round_trials=4, epsilon=0.0).run(5, tune_round, slots=slots)
+    assert sorted(i for i, _ in given) == [0, 1, 2, 3] and sum(n for _, n in given) == 5
+    assert [t.trials for t in states] == [1, 1, 1, 2]
+
+
 def test_round_robin_shares_evenly_and_gradient_favours_the_heavy_task(replay: ReplayLog) -> None:
     weights = (1, 8, 1)
     even = _run(replay, "round-robin", 60, weights)

@@ -341,6 +341,14 @@ def test_workload_args_must_recreate_the_key(
     assert_clean(out, err)
 
 
+def test_a_sub_microsecond_best_prints_its_digits(
+    lines: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(tmp_path / "log.jsonl", [{**lines[0], "costs": [4.123e-7]}])
+    status, out, err = run(["best", str(log)], capsys)
+    assert status == 0 and " 0.000412 ms " in out, out  # not 0.0000 ms
+
+
 def test_escape_codes_from_a_log_are_never_printed_raw(
     lines: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..diagnostics import PREFIX, AutoschedWarning, printable
+from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
@@ -82,7 +82,7 @@ def cmd_best(args: argparse.Namespace) -> int:
             continue
         gflops = "n/a" if info["best_gflops"] is None else f"{info['best_gflops']:.2f}"
         print(
-            f"  best: {info['best_time_ms']:.4f} ms  {gflops} GFLOP/s  {info['steps']} steps"
+            f"  best: {format_ms(info['best_time_ms'])} ms  {gflops} GFLOP/s  {info['steps']} steps"
             f"  program {info['program_key']}  ({info['valid_trials']} valid of {info['trials']} trials)"
         )
     return 0
@@ -137,7 +137,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if best is None:
         raise ValueError(f"no program of {s.workload} in {args.log} can be exported (see the warnings)")
     write_files(files, out)
-    print(f"exported {printable(s.workload)} ({best.median * 1e3:.4f} ms when tuned) to {printable(out)}/")
+    tuned = format_ms(best.median * 1e3)
+    print(f"exported {printable(s.workload)} ({tuned} ms when tuned) to {printable(out)}/")
     where = printable(shlex.quote(str(out)))
     print(f"  make -C {where} run      # check against the reference and time ./{EXECUTABLE}")
     return 0

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 
-from ..diagnostics import printable
+from ..diagnostics import format_ms, printable
 from ..graph import build_network, extract_tasks, from_onnx, tune_network
 from ..graph.export import export_network, write_network
 from ..graph.tuning import log_name
@@ -64,9 +64,9 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))
         return 0
     for t in result.tasks:
-        best = f"{t['best_ms']:.4f} ms" if t["best_ms"] is not None else "no valid program"
+        best = f"{format_ms(t['best_ms'])} ms" if t["best_ms"] is not None else "no valid program"
         print(f"  {printable(t['workload'], limit=200)}  x{t['weight']}: {t['trials']} trials, {best}")
-    print(f"  estimated end-to-end latency: {result.latency_ms:.4f} ms; log {result.log}")
+    print(f"  estimated end-to-end latency: {format_ms(result.latency_ms)} ms; log {result.log}")
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..cluster import DaskExecutor
 from ..database import Database
+from ..diagnostics import format_ms
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
 from ..search import SPACES, TUNERS, tune
@@ -65,7 +66,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("  best   : no valid program measured")
         return 1
     again = f", top {args.remeasure} re-measured" if args.remeasure else ""
-    print(f"  best   : {result.best_time_ms:.4f} ms  {result.best_gflops:.2f} GFLOP/s{again}")
+    print(f"  best   : {format_ms(result.best_time_ms)} ms  {result.best_gflops:.2f} GFLOP/s{again}")
     print(
         f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
         f"run {result.run_time_s:.1f} s, everything else {100 * result.overhead_share:.0f}%)"

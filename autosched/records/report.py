@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import printable
+from ..diagnostics import format_ms, printable
 from ..ops import Workload
 from .best import pick_best
 from .log import Record
@@ -113,7 +113,7 @@ def report_table(records: Iterable[Record]) -> str:
         rows.append(
             [
                 printable(s.workload, 80),
-                "-" if best is None else f"{best.median * 1e3:.4f}",
+                "-" if best is None else format_ms(best.median * 1e3),
                 "n/a" if gflops is None else f"{gflops:.2f}",
                 str(len(s.records)),
                 str(s.valid_trials),

@@ -1,8 +1,9 @@
 """The task scheduler: shares a trial budget among the tasks of a network (Ansor, section 6).
 
 The objective is the estimated end-to-end latency f = sum_i w_i * g_i, where g_i is task i's best
-latency so far and w_i its weight (how often it occurs). Every task first gets one warm-up round;
-after that each round goes to the task whose next round is expected to cut f most. For task i
+latency so far and w_i its weight (how often it occurs). Every task first gets one warm-up round
+(shorter when the budget is too small for a full round per task, so that each gets at least one
+trial); after that each round goes to the task whose next round is expected to cut f most. For task i
 after t_i trials that expected slope is
 
     df/dt_i ~ w_i * (alpha * backward_i + (1 - alpha) * min(-g_i / t_i, beta * C_i / V_i - g_i))
@@ -144,6 +145,17 @@ class TaskScheduler:
             return self.rng.choice(live)
         return min(live, key=lambda i: (self.gradient(i), i))
 
+    def round_size(self, i: int, free: int, exclude: frozenset[int] = frozenset()) -> int:
+        """Trials for task i's next round out of ``free`` trials not yet given out: ``round_trials``,
+        but a warm-up round leaves at least one trial to each other task still waiting for its
+        warm-up (not in ``exclude``), so a budget smaller than a round per task still measures
+        every task's first program."""
+        n = min(self.round_trials, free)
+        if self.tasks[i].trials == 0:
+            waiting = sum(1 for j, t in enumerate(self.tasks) if t.trials == 0 and j not in exclude | {i})
+            n = min(n, max(1, free // (waiting + 1)))
+        return n
+
     def record(self, i: int, trials: int, best: float, given: int = 0) -> Round:
         """Note that task i now has ``trials`` trials and best latency ``best`` (seconds), after a
         round that was given ``given`` trials."""
@@ -174,7 +186,7 @@ class TaskScheduler:
         retired: frozenset[int] = frozenset()
         while self.total_trials() < budget and len(retired) < len(self.tasks):
             i = self.next_task(retired)
-            n = min(self.round_trials, budget - self.total_trials())
+            n = self.round_size(i, budget - self.total_trials(), retired)
             trials, best = tune_round(i, n)
             retired |= self._finish(i, n, trials, best, callback)
 
@@ -208,7 +220,7 @@ class TaskScheduler:
                         if free <= 0 or len(busy) >= len(self.tasks):
                             break
                         i = self.next_task(busy)
-                        n = min(self.round_trials, free)
+                        n = self.round_size(i, free, busy)
                         running[pool.submit(tune_round, i, n)] = (i, n)
                     if not running:
                         return
