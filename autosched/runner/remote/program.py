@@ -33,7 +33,13 @@ from ..compile import default_cache_dir as kernel_cache
 from ..kernel import ArgSpec
 from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
 
-__all__ = ["RemoteBuilder", "main_source"]
+__all__ = ["RemoteBuilder", "elf_arch", "main_source", "runs_natively"]
+
+#: ELF ``e_machine`` numbers -> architecture names (as :func:`~autosched.hardware.normalize_arch`)
+_ELF_MACHINES = {3: "x86", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
+
+#: architectures whose machines also run another's executables natively (64-bit running 32-bit)
+_ALSO_RUNS = {"x86_64": "x86", "aarch64": "arm"}
 
 _MAIN = """
 /* ---- autosched: the board's main (reads inputs, writes outputs, prints timings) ---- */
@@ -139,6 +145,21 @@ def gzipped(path: Path) -> Path:
                 os.unlink(tmp)
             raise
     return out
+
+
+def elf_arch(path: str | Path) -> str | None:
+    """The architecture of the gzip-compressed executable ``path`` (as :func:`gzipped` makes), read
+    from its ELF header; None for an unknown machine or a file that is not ELF."""
+    with gzip.open(path, "rb") as f:
+        head = f.read(20)
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return _ELF_MACHINES.get(int.from_bytes(head[18:20], "little" if head[5] == 1 else "big"))
+
+
+def runs_natively(board_arch: str, exe_arch: str) -> bool:
+    """Whether a machine of ``board_arch`` runs ``exe_arch`` executables without an emulator."""
+    return exe_arch in (board_arch, _ALSO_RUNS.get(board_arch))
 
 
 class RemoteBuilder(Closing):
