@@ -5,6 +5,8 @@ cache flush on the board."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +16,11 @@ from sshd_board import SshLab
 
 import autosched as asc
 from autosched.cli import main
+from autosched.database.machine import fingerprint_for
 from autosched.records import load_records
 from autosched.runner.errors import InfrastructureError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.remote import Board, BoardPool, RemoteBuilder
+from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, RemoteBuilder
 from autosched.runner.remote.boards import load_boards
 from autosched.runner.remote.program import elf_arch, gzipped, runs_natively
 
@@ -28,6 +31,7 @@ FAST = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=20.0)
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
     the_lab = SshLab(tmp_path_factory.mktemp("ssh"))
     the_lab.add("board")
+    the_lab.add("server2")
     try:
         yield the_lab
     finally:
@@ -117,3 +121,33 @@ def test_a_launcher_string_is_split_into_words_and_a_missing_boards_file_is_name
     assert board.launcher == ("qemu-arm", "-L", "/usr/arm dir")
     with pytest.raises(ValueError, match=r"boards file .*nowhere.toml: cannot read it: No such file"):
         load_boards(tmp_path / "nowhere.toml")
+
+
+@pytest.mark.requires("sshd")
+def test_one_shared_connection_and_host_keys_checked_as_configured(lab: SshLab) -> None:
+    conn = Connection("board", str(lab.ssh_config))
+    argv = " ".join(conn._base())
+    assert "BatchMode=yes" in argv and "ControlMaster=auto" in argv and "StrictHostKeyChecking" not in argv
+    assert conn.run("echo hi").stdout == b"hi\n"
+    assert conn._dir is not None and os.listdir(conn._dir)  # the master's socket: later commands reuse it
+    master = subprocess.run([*conn._base(), "-O", "check", "--", "board"], capture_output=True, text=True)
+    assert master.returncode == 0 and "Master running" in master.stderr
+    socket_dir = conn._dir
+    conn.close()
+    assert not os.path.exists(socket_dir)
+
+
+@pytest.mark.requires("sshd", "gcc")
+def test_cli_two_boards_by_alias_x86_servers_for_the_c_target(
+    lab: SshLab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(SSH_CONFIG_ENV, str(lab.ssh_config))
+    log = tmp_path / "x86.jsonl"
+    argv = ["tune", "matmul", "12", "8", "10", "--target", "c -num-threads=1", "--board", "board", "--board",
+            "server2", "--trials", "6", "--tuner", "random", "--log", str(log), "--min-repeat-ms", "1",
+            "--remeasure", "0", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["valid_trials"] == 6
+    records = load_records(log)
+    assert len(records) == 6 and all(r.ok for r in records)
+    assert records[0].machine != fingerprint_for(records[0].target)  # measured as the board, not this host
