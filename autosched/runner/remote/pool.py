@@ -10,10 +10,10 @@ processes sharing it wait).
 
 Health: a board whose batch fails for the board's reasons (ssh cannot connect, the connection
 drops, a garbled answer) is retried after a backoff (1, 2, 4 s); after ``retries`` failures in a
-row it is marked down (an ``AutoschedWarning`` says so) and probed again every ``probe_every``
-seconds. The candidates of its batch go back to the queue: another board measures them, or they
-wait for one. A board failure is never
-charged to the program. If no board is up for ``down_timeout`` seconds,
+row it is marked down and probed again every ``probe_every`` seconds (an ``AutoschedWarning``
+says when a board stops answering). The candidates of its batch go back to the queue: another
+board measures them, or they wait for one. A board failure is never charged to the program. If no
+board is up for ``down_timeout`` seconds,
 :meth:`BoardPool.run_each` raises :class:`BoardsDown` (an infrastructure error); the tuning log
 keeps everything measured, so running again resumes.
 """
@@ -211,15 +211,15 @@ class BoardPool(Closing):
         h.failures += 1
         h.last_error = error
         h.session.conn.close()  # a fresh connection next time
+        if h.failures == 1:  # once per outage, not per retry
+            others = "other boards take its candidates" if len(self._health) > 1 else "its trials wait"
+            warnings.warn(
+                f"board {h.session.board.name} does not answer ({error}); {others}, and it is tried "
+                f"again ({self.retries} times with backoff, then every {self.probe_every:g} s)",
+                AutoschedWarning,
+                stacklevel=2,
+            )
         if h.failures >= self.retries:
-            if not h.down:
-                others = "other boards take its candidates" if len(self._health) > 1 else "its trials wait"
-                warnings.warn(
-                    f"board {h.session.board.name} is down ({error}); {others}, and it is tried again "
-                    f"every {self.probe_every:g} s",
-                    AutoschedWarning,
-                    stacklevel=2,
-                )
             h.down = True
             h.next_try = time.monotonic() + self.probe_every
         else:
