@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sshd_board import SshLab, processes_in
+from sshd_board import SshLab, processes_in, running_lab
 
 import autosched as asc
 from autosched.cli import main
@@ -40,13 +40,8 @@ QEMU = ("qemu-aarch64",)
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
-    the_lab = SshLab(tmp_path_factory.mktemp("ssh"))
-    the_lab.add("board1")
-    the_lab.add("board2")
-    try:
+    with running_lab(tmp_path_factory.mktemp("ssh"), "board1", "board2") as the_lab:
         yield the_lab
-    finally:
-        the_lab.close()
 
 
 def pool(lab: SshLab, *names: str, option: MeasureOption = FAST, **kw: object) -> BoardPool:

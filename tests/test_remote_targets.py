@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sshd_board import SshLab
+from sshd_board import SshLab, running_lab
 
 import autosched as asc
 from autosched.cli import main
@@ -29,13 +29,8 @@ FAST = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=20.0)
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
-    the_lab = SshLab(tmp_path_factory.mktemp("ssh"))
-    the_lab.add("board")
-    the_lab.add("server2")
-    try:
+    with running_lab(tmp_path_factory.mktemp("ssh"), "board", "server2") as the_lab:
         yield the_lab
-    finally:
-        the_lab.close()
 
 
 def tuned(lab: SshLab, target: str, launcher: tuple[str, ...], log: Path, trials: int = 3) -> asc.TuneResult:
