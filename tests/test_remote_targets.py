@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +147,24 @@ def test_cli_two_boards_by_alias_x86_servers_for_the_c_target(
     records = load_records(log)
     assert len(records) == 6 and all(r.ok for r in records)
     assert records[0].machine != fingerprint_for(records[0].target)  # measured as the board, not this host
+
+
+@pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
+def test_the_board_times_the_first_candidates_while_the_others_compile(lab: SshLab, tmp_path: Path) -> None:
+    target = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"
+    inputs = [MeasureInput(asc.Task("matmul", (9, 7, k), target=target), ()) for k in range(5, 11)]
+    builder = RemoteBuilder(n_parallel=1, cache_dir=tmp_path / "cache")  # an empty cache: each one compiles
+    built: list[float] = []
+
+    def noted() -> Iterator[tuple[int, BuildResult]]:
+        for j, build in builder.build_each(inputs):
+            built.append(time.monotonic())
+            yield j, build
+
+    board = Board("board", workdir=lab.workdir("stream"), launcher=("qemu-aarch64",))
+    with BoardPool([board], FAST, ssh_config=str(lab.ssh_config)) as runner:
+        assert runner.machine  # connected
+        measured = [(time.monotonic(), j, res) for j, res in runner.run_stream(inputs, noted())]
+    assert sorted(j for _, j, _ in measured) == list(range(6)) and len(built) == 6
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, _, res in measured), measured
+    assert measured[0][0] < built[-1]  # the first result came back before the last compile ended

@@ -21,8 +21,8 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ...dtypes import dtype as dtype_info
@@ -186,6 +186,19 @@ class RemoteBuilder(Closing):
         sources = [self._source(inp) for inp in inputs]
         with ThreadPoolExecutor(self.n_parallel, thread_name_prefix="remote-build") as pool:
             return list(pool.map(self._compile, inputs, sources))
+
+    def build_each(self, inputs: Sequence[MeasureInput]) -> Iterator[tuple[int, BuildResult]]:
+        """(index, :class:`BuildResult`) for each candidate of ``inputs`` as soon as it is built:
+        sources are made one after another in the iterating thread, compilers run in parallel, so
+        a board can time the first candidates while the others compile."""
+        with ThreadPoolExecutor(self.n_parallel, thread_name_prefix="remote-build") as pool:
+            todo: dict[Future[BuildResult], int] = {}
+            for i, inp in enumerate(inputs):
+                todo[pool.submit(self._compile, inp, self._source(inp))] = i
+                for done in [f for f in todo if f.done()]:
+                    yield todo.pop(done), done.result()
+            for done in as_completed(todo):
+                yield todo[done], done.result()
 
     def _source(self, inp: MeasureInput) -> BuildResult | tuple[str, float]:
         """The candidate's full source and the seconds it took, or its failed :class:`BuildResult`."""
