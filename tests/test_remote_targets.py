@@ -168,3 +168,7 @@ def test_the_board_times_the_first_candidates_while_the_others_compile(lab: SshL
     assert sorted(j for _, j, _ in measured) == list(range(6)) and len(built) == 6
     assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, _, res in measured), measured
     assert measured[0][0] < built[-1]  # the first result came back before the last compile ended
+    built.clear()
+    with BoardPool([board], FAST, ssh_config=str(lab.ssh_config), overlap=False) as runner:
+        first = next(iter(runner.run_stream(inputs, noted())))  # (now from the cache)
+    assert len(built) == 6 and first[1].error_no == MeasureErrorNo.NO_ERROR  # all built before any timing

@@ -65,7 +65,9 @@ class BoardPool(Closing):
     ``option`` sets the timing as for the local runner; ``seed`` the task inputs; ``ssh_config``
     a configuration file instead of ``~/.ssh/config``; ``share=False`` turns off connection
     sharing; ``batch`` is the most candidates a board gets in one transfer (1: one round trip
-    per candidate). :meth:`make_builder` gives the matching builder (static executables).
+    per candidate); ``overlap=False`` builds a whole batch before the boards time any of it (for
+    a stand-in board on this machine, whose timings the compilers would disturb).
+    :meth:`make_builder` gives the matching builder (static executables).
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class BoardPool(Closing):
         probe_every: float = 2.0,
         down_timeout: float = 600.0,
         batch: int = 8,
+        overlap: bool = True,
     ) -> None:
         if not boards:
             raise ValueError("a board pool needs at least one board")
@@ -90,7 +93,7 @@ class BoardPool(Closing):
             raise ValueError("a board is named twice")
         self.option = option or MeasureOption()
         self.retries, self.probe_every, self.down_timeout = retries, probe_every, down_timeout
-        self.batch = batch
+        self.batch, self.overlap = batch, overlap
         self._health = [_Health(BoardSession(b, ssh_config, share)) for b in self.boards]
         self._data = TaskData(seed)
         self._machine = ""
@@ -148,6 +151,8 @@ class BoardPool(Closing):
         """:meth:`run_each` of builds that arrive while the boards measure: ``built`` gives
         (index, build) pairs (e.g. :meth:`RemoteBuilder.build_each`) and is read in a thread of
         its own, so the boards time the first candidates while the others compile."""
+        if not self.overlap:
+            built = list(built)
         arrivals: SimpleQueue[Any] = SimpleQueue()  # (index, build) pairs, then None or an exception
         threading.Thread(target=_feed, args=(built, arrivals), name="board-builds", daemon=True).start()
         yield from self._dispatch(inputs, arrivals)
