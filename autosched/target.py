@@ -5,6 +5,8 @@ A target is written as a string, ``KIND -option=value ...``::
     c                                              the host CPU, gcc, -march=native
     c -cc=clang -num-threads=1
     c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72   an ARM board (cross-compiled)
+    c -cc=arm-linux-gnueabihf-gcc -mcpu=cortex-a7 -mfpu=neon-vfpv4   a 32-bit ARM board with NEON
+    c -cc=clang -mtriple=aarch64-linux-gnu         clang cross-compiling (--target=)
     cuda -arch=sm_80 -max-threads-per-block=1024
     opencl -shared-memory-bytes=65536
     opencl -device=gpu -platform='NVIDIA CUDA'      the first GPU of a platform named like that
@@ -90,6 +92,7 @@ OPTIONS: dict[str, Option] = {
     for o in (
         Option("cc", "cc", _word, "C compiler command (default gcc)"),
         Option("mcpu", "mcpu", _word, "CPU to tune for (default: the host's own, -march=native)"),
+        Option("mfpu", "mfpu", _word, "32-bit ARM floating-point unit, e.g. neon-vfpv4 (gcc -mfpu=)"),
         Option("mtriple", "mtriple", _word, "clang --target triple, e.g. aarch64-linux-gnu"),
         Option("cflags", "extra_cflags", _flags, "extra compiler flags, quoted: -cflags='-a -b'"),
         Option("num-threads", "num_threads", _positive, "OpenMP threads a kernel runs with (default: cores)"),
@@ -179,18 +182,28 @@ def _tune_name(flag: str, cpu: str) -> str:
     return "generic" if flag.startswith("-mtune") and cpu.startswith("x86-64") else cpu
 
 
+def openmp_flag(target: Target) -> str:
+    """The OpenMP flag of a C target: ``-fopenmp``, or ``-fopenmp=libgomp`` for clang building for
+    another architecture (LLVM's libomp is rarely installed for it; the cross gcc's libgomp is)."""
+    cross_clang = "clang" in Path(target.cc or "gcc").name and target.is_cross
+    return "-fopenmp=libgomp" if cross_clang else "-fopenmp"
+
+
 @register_kind
 class CKind(TargetKind):
     """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
 
     name = "c"
-    options = ("cc", "mcpu", "mtriple", "cflags", "num-threads", "cores", "vector-bytes", "l1", "l2", "l3")
-    optional = frozenset({"mcpu", "mtriple"})
+    options = ("cc", "mcpu", "mfpu", "mtriple", "cflags", "num-threads", "cores", "vector-bytes", "l1", "l2",
+               "l3")  # fmt: skip
+    optional = frozenset({"mcpu", "mfpu", "mtriple"})
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
         """Fill the hardware from the host for a native compiler, else from the arch's defaults."""
         values = {"cc": "gcc", "extra_cflags": ()} | given
         arch = compiler_arch(values["cc"], values.get("mtriple"))
+        if "mfpu" in given and arch != "arm":
+            raise TargetError(f"-mfpu is for 32-bit ARM compilers (arm-linux-gnueabihf-gcc), not {arch} ones")
         hw = host_hardware() if arch == host_arch() else ARCH_DEFAULTS.get(arch, GENERIC)
         values = dataclasses.asdict(hw) | values
         values.setdefault("num_threads", values["cores"])
@@ -208,7 +221,7 @@ class CKind(TargetKind):
     def cflags(self, target: Target, shared: bool) -> list[str]:
         """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast`` + CPU flags + extras."""
         flags = ["-O3", "-std=gnu11", "-fPIC", *(["-shared"] if shared else [])]
-        flags += ["-fopenmp", "-ffp-contract=fast"]
+        flags += [openmp_flag(target), "-ffp-contract=fast"]
         if "clang" not in Path(target.cc or "gcc").name:
             # gcc 12.2 miscompiles if-converted, AVX-512-vectorized loops with guarded loads (seen on
             # a padded conv2d: tests/test_emit_c.py::test_gcc_if_conversion_workaround); emitted
@@ -222,6 +235,8 @@ class CKind(TargetKind):
             flags += [
                 f.format(_tune_name(f, cpu)) for f in _CPU_FLAG_STYLE.get(arch, _DEFAULT_CPU_FLAG_STYLE)
             ]
+        if target.mfpu:
+            flags.append(f"-mfpu={target.mfpu}")
         return flags + list(target.extra_cflags)
 
 
@@ -286,6 +301,7 @@ class Target:
     kind: str
     cc: str | None = None
     mcpu: str | None = None
+    mfpu: str | None = None
     mtriple: str | None = None
     extra_cflags: tuple[str, ...] = ()
     num_threads: int | None = None

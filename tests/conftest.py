@@ -70,7 +70,10 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "clang": (lambda: _compiles("clang"), "apt-get install clang lld libomp-dev"),
     "aarch64-linux-gnu-gcc": (lambda: _compiles("aarch64-linux-gnu-gcc"),
                               "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
+    "arm-linux-gnueabihf-gcc": (lambda: _compiles("arm-linux-gnueabihf-gcc"),
+                                "apt-get install gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"),
     "qemu-aarch64": (lambda: shutil.which("qemu-aarch64") is not None, "apt-get install qemu-user"),
+    "qemu-arm": (lambda: shutil.which("qemu-arm") is not None, "apt-get install qemu-user"),
     "pyopencl": (lambda: _imports("pyopencl", lambda cl: cl.get_platforms()),  # type: ignore[attr-defined]
                  "pip install pyopencl pocl-binary-distribution"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
@@ -86,7 +89,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
 }
 
 #: The tools of PROBES that are C compilers.
-COMPILERS = frozenset({"gcc", "clang", "aarch64-linux-gnu-gcc"})
+COMPILERS = frozenset({"gcc", "clang", "aarch64-linux-gnu-gcc", "arm-linux-gnueabihf-gcc"})
 
 
 @functools.cache

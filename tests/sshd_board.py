@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -177,3 +178,15 @@ class SshLab:
         self.authorized.unlink(missing_ok=True)
         for workdir in BOARD_HOME.glob(f"lab-{self.token}-*"):
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_lab(directory: Path, *aliases: str) -> Iterator[SshLab]:
+    """An :class:`SshLab` in ``directory`` with a started server per alias, stopped at the end."""
+    lab = SshLab(directory)
+    try:
+        for alias in aliases:
+            lab.add(alias)
+        yield lab
+    finally:
+        lab.close()

@@ -22,6 +22,7 @@ SPECS = [
     "c -num-threads=1",
     "c -vector-bytes=32 -cores=2 -l1=32768 -l2=524288 -l3=8M",
     "c -cc=clang -mtriple=aarch64-linux-gnu",
+    "c -cc=arm-linux-gnueabihf-gcc -mcpu=cortex-a7 -mfpu=neon-vfpv4",
     "c -cflags='-funroll-loops -DNAME=\"a b\"'",
     "cuda",
     "cuda -arch=sm_80 -max-threads-per-block=512 -shared-memory-bytes=96K -warp-size=32",
@@ -148,7 +149,13 @@ def test_cflags_cross_and_extras() -> None:
     arm = Target.parse("c -cc=aarch64-linux-gnu-gcc -mcpu=cortex-a72").cflags()
     assert "-mcpu=cortex-a72" in arm and not any(f.startswith("-march") for f in arm)
     assert not any("native" in f for f in Target.parse("c -cc=aarch64-linux-gnu-gcc").cflags())
-    assert "--target=aarch64-linux-gnu" in Target.parse("c -cc=clang -mtriple=aarch64-linux-gnu").cflags()
+    clang = Target.parse("c -cc=clang -mtriple=aarch64-linux-gnu").cflags()
+    assert "--target=aarch64-linux-gnu" in clang and "-fopenmp=libgomp" in clang  # the cross gcc's OpenMP
+    assert "-fopenmp" in Target.parse("c -cc=clang").cflags()  # natively: LLVM's libomp
+    armv7 = Target.parse("c -cc=arm-linux-gnueabihf-gcc -mcpu=cortex-a7 -mfpu=neon-vfpv4")
+    assert armv7.machine == "arm" and armv7.cflags()[-2:] == ["-mcpu=cortex-a7", "-mfpu=neon-vfpv4"]
+    with pytest.raises(TargetError, match="-mfpu is for 32-bit ARM compilers"):
+        Target.parse("c -mfpu=neon")
     extra = Target.parse("c -cflags='-funroll-loops -DNAME=\"a b\"'")
     assert extra.extra_cflags == ("-funroll-loops", "-DNAME=a b")
     assert extra.cflags()[-2:] == ["-funroll-loops", "-DNAME=a b"]

@@ -158,6 +158,7 @@ def _matches(pattern: re.Pattern[str]) -> Callable[[Any], str | None]:
 _LOG_VALUES: dict[str, Callable[[Any], str | None]] = {
     "cc": _matches(_COMMAND),
     "mcpu": _matches(_NAME),
+    "mfpu": _matches(_NAME),
     "mtriple": _matches(_NAME),
     "cflags": _flags_ok,
     "num-threads": _at_most(4096),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..diagnostics import printable
-from ..target import Target
+from ..target import Target, openmp_flag
 
 
 def make_comment(text: str) -> str:
@@ -32,7 +32,7 @@ def make_words(words: list[str]) -> str:
 def make_settings(target: Target, portable: bool, openmp: bool) -> str:
     """The Makefile lines choosing the compiler (the target's unless ``CC`` is given), the flags
     (the target's unless ``CFLAGS`` is given), the C standard, OpenMP and ``RUN_WITH``."""
-    dropped = {"-fPIC", "-shared", "-fopenmp"}
+    dropped = {"-fPIC", "-shared", openmp_flag(target)}
     cflags = [f for f in target.cflags(shared=False) if f not in dropped and not f.startswith("-std=")]
     return f"""\
 ifeq ($(origin CC),default)
@@ -40,7 +40,7 @@ CC = {make_words([target.cc or "gcc"])}
 endif
 CFLAGS ?= {make_words(cflags)}
 STD = {"-std=c99" if portable else "-std=gnu11"}
-OPENMP = {"-fopenmp" if openmp else ""}
+OPENMP = {openmp_flag(target) if openmp else ""}
 LDLIBS += -lm
 RUN_WITH ?=
 """

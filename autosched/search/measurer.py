@@ -39,7 +39,8 @@ def retried(part: object, call: Callable[[], _T]) -> _T:
 
 
 class Measurer:
-    """Builds a batch, then runs its candidates one by one, logging each result at once.
+    """Builds a batch, then runs its candidates one by one (on boards: while the rest build),
+    logging each result at once.
 
     With a shared log, a candidate that another run is measuring (or has logged) is skipped: its
     result is ``None``. :meth:`foreign` hands over the records other runs added meanwhile.
@@ -82,13 +83,7 @@ class Measurer:
         inputs = [MeasureInput(self.task, candidates[i].steps, candidates[i].program) for i in todo]
         out: list[MeasureResult | None] = [None] * len(candidates)
         try:
-            t0 = time.monotonic()
-            emitted = getattr(self.builder, "emit_time", 0.0)
-            builds = retried(self.builder, lambda: self.builder.build(inputs))
-            t1 = time.monotonic()
-            # lowering and emitting are Python work, not compiling: count them apart where the builder says
-            self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
-            for j, res in self._results(inputs, builds):
+            for j, res in self._measured(inputs):
                 i, inp = todo[j], inputs[j]
                 out[i] = res
                 key = keys[i]
@@ -99,13 +94,42 @@ class Measurer:
                     records.append_records(self.log, [record])
                     self.mine.add(key)
                 self._fail_fast(res)
-            self.stats.run_time += time.monotonic() - t1
         finally:
             if self.shared is not None:
                 for key in keys:
                     if key is not None:
                         self.shared.release(key)
         return out
+
+    def _measured(self, inputs: list[MeasureInput]) -> Iterator[tuple[int, MeasureResult]]:
+        """(index, result) per candidate of ``inputs``, built then measured; the stats get the
+        compile time (until the last build) and the run time (the rest).
+
+        A runner with ``run_stream`` and a builder with ``build_each`` (boards) overlap them: the
+        boards time the first candidates while the others compile.
+        """
+        t0 = time.monotonic()
+        emitted = getattr(self.builder, "emit_time", 0.0)
+        run_stream = getattr(self.runner, "run_stream", None)
+        build_each = getattr(self.builder, "build_each", None)
+        if run_stream is not None and build_each is not None:
+            built_at = [t0]
+
+            def built() -> Iterator[tuple[int, BuildResult]]:
+                yield from build_each(inputs)
+                built_at[0] = time.monotonic()
+
+            for j, res in run_stream(inputs, built()):
+                self.stats.add(res.error_no)
+                yield j, res
+            t1 = built_at[0]
+        else:
+            builds = retried(self.builder, lambda: self.builder.build(inputs))
+            t1 = time.monotonic()
+            yield from self._results(inputs, builds)
+        # lowering and emitting are Python work, not compiling: count them apart where the builder says
+        self.stats.build_time += t1 - t0 - (getattr(self.builder, "emit_time", 0.0) - emitted)
+        self.stats.run_time += time.monotonic() - t1
 
     def _results(
         self, inputs: list[MeasureInput], builds: list[BuildResult]

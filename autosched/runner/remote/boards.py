@@ -10,7 +10,10 @@ A boards file (TOML) lists boards::
                                                    # target's binaries there (an emulator)
 
 ``launcher`` exists for stand-ins: a machine of another architecture that runs the board's
-binaries through an emulator (``qemu-aarch64``, user mode) instead of a real board.
+binaries through an emulator (``qemu-aarch64``, user mode) instead of a real board. Without one,
+candidates of an architecture the board does not run are refused before they are sent (a board
+whose kernel runs them itself through binfmt_misc takes ``launcher = ["env"]``). A launcher
+given as one string is split into words as a shell would (``"qemu-arm -L /usr/arm"``).
 
 :func:`probe` reads what a board is (architecture, CPU model, cores, caches) from
 ``/proc/cpuinfo``, ``getconf`` and ``/sys/devices/system/cpu``; :func:`suggested_target` turns
@@ -20,6 +23,7 @@ that into a target string.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +99,10 @@ def _entry(raw: Any, where: str) -> Board:
     if not isinstance(workdir, str):
         raise ValueError(f"{where}: workdir must be a string")
     if isinstance(launcher, str):
-        launcher = [launcher]
+        try:
+            launcher = shlex.split(launcher)
+        except ValueError as e:
+            raise ValueError(f"{where}: cannot read launcher: {e}") from None
     if not isinstance(launcher, list) or not all(isinstance(w, str) and w for w in launcher):
         raise ValueError(f"{where}: launcher must be a list of words, e.g. [\"qemu-aarch64\"]")
     return Board(name, target, workdir, tuple(launcher))
@@ -109,6 +116,8 @@ def load_boards(path: str | Path) -> list[Board]:
         data = tomllib.loads(Path(path).read_text())
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"boards file {path}: {e}") from None
+    except OSError as e:
+        raise ValueError(f"boards file {path}: cannot read it: {e.strerror or e}") from None
     entries = data.get("board")
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"boards file {path}: no [[board]] entries")

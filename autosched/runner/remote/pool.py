@@ -10,9 +10,10 @@ processes sharing it wait).
 
 Health: a board whose batch fails for the board's reasons (ssh cannot connect, the connection
 drops, a garbled answer) is retried after a backoff (1, 2, 4 s); after ``retries`` failures in a
-row it is marked down and probed again every ``probe_every`` seconds. The candidates of its batch
-go back to the queue: another board measures them, or they wait for one. A board failure is never
-charged to the program. If no board is up for ``down_timeout`` seconds,
+row it is marked down and probed again every ``probe_every`` seconds (an ``AutoschedWarning``
+says when a board stops answering). The candidates of its batch go back to the queue: another
+board measures them, or they wait for one. A board failure is never charged to the program. If no
+board is up for ``down_timeout`` seconds,
 :meth:`BoardPool.run_each` raises :class:`BoardsDown` (an infrastructure error); the tuning log
 keeps everything measured, so running again resumes.
 """
@@ -21,11 +22,16 @@ from __future__ import annotations
 
 import collections
 import math
+import threading
 import time
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from queue import Empty, SimpleQueue
+from typing import Any
 
+from ...diagnostics import AutoschedWarning
 from ..errors import InfrastructureError
 from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 from .boards import Board
@@ -59,7 +65,9 @@ class BoardPool(Closing):
     ``option`` sets the timing as for the local runner; ``seed`` the task inputs; ``ssh_config``
     a configuration file instead of ``~/.ssh/config``; ``share=False`` turns off connection
     sharing; ``batch`` is the most candidates a board gets in one transfer (1: one round trip
-    per candidate). :meth:`make_builder` gives the matching builder (static executables).
+    per candidate); ``overlap=False`` builds a whole batch before the boards time any of it (for
+    a stand-in board on this machine, whose timings the compilers would disturb).
+    :meth:`make_builder` gives the matching builder (static executables).
     """
 
     def __init__(
@@ -74,6 +82,7 @@ class BoardPool(Closing):
         probe_every: float = 2.0,
         down_timeout: float = 600.0,
         batch: int = 8,
+        overlap: bool = True,
     ) -> None:
         if not boards:
             raise ValueError("a board pool needs at least one board")
@@ -84,7 +93,7 @@ class BoardPool(Closing):
             raise ValueError("a board is named twice")
         self.option = option or MeasureOption()
         self.retries, self.probe_every, self.down_timeout = retries, probe_every, down_timeout
-        self.batch = batch
+        self.batch, self.overlap = batch, overlap
         self._health = [_Health(BoardSession(b, ssh_config, share)) for b in self.boards]
         self._data = TaskData(seed)
         self._machine = ""
@@ -134,25 +143,33 @@ class BoardPool(Closing):
         """(index, result) for each candidate as soon as it is measured, boards in parallel."""
         if len(inputs) != len(builds):
             raise ValueError(f"{len(inputs)} inputs but {len(builds)} build results")
-        queue: collections.deque[int] = collections.deque()
-        for i, build in enumerate(builds):
-            if build.error_no != MeasureErrorNo.NO_ERROR:
-                yield i, MeasureResult((), build.error_no, build.error_msg, build.time_cost, time.time())
-            elif build.lib_path is None:
-                kind, message = MeasureErrorNo.UNKNOWN_ERROR, "the build gave no executable"
-                yield i, MeasureResult((), kind, message, build.time_cost, time.time())
-            else:
-                queue.append(i)
-        if queue:
-            yield from self._dispatch(queue, inputs, builds)
+        yield from self.run_stream(inputs, enumerate(builds))
+
+    def run_stream(
+        self, inputs: Sequence[MeasureInput], built: Iterable[tuple[int, BuildResult]]
+    ) -> Iterator[tuple[int, MeasureResult]]:
+        """:meth:`run_each` of builds that arrive while the boards measure: ``built`` gives
+        (index, build) pairs (e.g. :meth:`RemoteBuilder.build_each`) and is read in a thread of
+        its own, so the boards time the first candidates while the others compile."""
+        if not self.overlap:
+            built = list(built)
+        arrivals: SimpleQueue[Any] = SimpleQueue()  # (index, build) pairs, then None or an exception
+        threading.Thread(target=_feed, args=(built, arrivals), name="board-builds", daemon=True).start()
+        yield from self._dispatch(inputs, arrivals)
 
     def _dispatch(
-        self, queue: collections.deque[int], inputs: Sequence[MeasureInput], builds: Sequence[BuildResult]
+        self, inputs: Sequence[MeasureInput], arrivals: SimpleQueue[Any]
     ) -> Iterator[tuple[int, MeasureResult]]:
+        builds: dict[int, BuildResult] = {}
+        queue: collections.deque[int] = collections.deque()
         running: dict[Future[list[Outcome]], tuple[_Health, list[int], float]] = {}
         none_up_since: float | None = None
+        feeding = True
         with ThreadPoolExecutor(len(self._health), thread_name_prefix="board") as threads:
-            while queue or running:
+            while feeding or queue or running:
+                if feeding:  # take the builds made meanwhile (waiting for one when there is nothing to do)
+                    failed, feeding = _arrived(arrivals, builds, queue, wait=not (queue or running))
+                    yield from failed
                 now, share = time.monotonic(), self._share(len(queue))
                 for h in self._health:
                     if h.busy or now < h.next_try or not queue:
@@ -167,10 +184,11 @@ class BoardPool(Closing):
                     none_up_since = now
                 elif now - none_up_since > self.down_timeout:
                     raise BoardsDown(self._down_message())
-                if not running:  # every board waits out a backoff
-                    time.sleep(0.2)
+                if not running:
+                    if queue:  # every board waits out a backoff
+                        time.sleep(0.2)
                     continue
-                done, _ = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+                done, _ = wait(running, timeout=0.05 if feeding else 0.2, return_when=FIRST_COMPLETED)
                 for job in done:
                     h, taken, started = running.pop(job)
                     h.busy = False
@@ -208,6 +226,14 @@ class BoardPool(Closing):
         h.failures += 1
         h.last_error = error
         h.session.conn.close()  # a fresh connection next time
+        if h.failures == 1:  # once per outage, not per retry
+            others = "other boards take its candidates" if len(self._health) > 1 else "its trials wait"
+            warnings.warn(
+                f"board {h.session.board.name} does not answer ({error}); {others}, and it is tried "
+                f"again ({self.retries} times with backoff, then every {self.probe_every:g} s)",
+                AutoschedWarning,
+                stacklevel=2,
+            )
         if h.failures >= self.retries:
             h.down = True
             h.next_try = time.monotonic() + self.probe_every
@@ -220,3 +246,41 @@ class BoardPool(Closing):
             f"every board has been down for over {self.down_timeout:g} s, so tuning stops ({errors}); "
             "the log keeps every measurement: run the same command again to resume"
         )
+
+
+def _feed(built: Iterable[tuple[int, BuildResult]], arrivals: SimpleQueue[Any]) -> None:
+    """Put each of ``built`` on ``arrivals``, then None (or what went wrong: raised by the reader)."""
+    try:
+        for item in built:
+            arrivals.put(item)
+    except BaseException as e:  # handed to the measuring thread, which raises it
+        arrivals.put(e)
+        return
+    arrivals.put(None)
+
+
+def _arrived(
+    arrivals: SimpleQueue[Any], builds: dict[int, BuildResult], queue: collections.deque[int], wait: bool
+) -> tuple[list[tuple[int, MeasureResult]], bool]:
+    """Move the builds on ``arrivals`` into ``builds`` and ``queue`` (with ``wait``, waiting up to
+    0.2 s for the first); the results of the candidates that did not build, and whether more come."""
+    failed: list[tuple[int, MeasureResult]] = []
+    while True:
+        try:
+            item = arrivals.get(timeout=0.2) if wait else arrivals.get_nowait()
+        except Empty:
+            return failed, True
+        wait = False
+        if item is None:
+            return failed, False
+        if isinstance(item, BaseException):
+            raise item
+        i, build = item
+        if build.error_no == MeasureErrorNo.NO_ERROR and build.lib_path is not None:
+            builds[i] = build
+            queue.append(i)
+            continue
+        kind, message = build.error_no, build.error_msg
+        if kind == MeasureErrorNo.NO_ERROR:
+            kind, message = MeasureErrorNo.UNKNOWN_ERROR, "the build gave no executable"
+        failed.append((i, MeasureResult((), kind, message, build.time_cost, time.time())))

@@ -21,8 +21,8 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ...dtypes import dtype as dtype_info
@@ -33,7 +33,13 @@ from ..compile import default_cache_dir as kernel_cache
 from ..kernel import ArgSpec
 from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
 
-__all__ = ["RemoteBuilder", "main_source"]
+__all__ = ["RemoteBuilder", "elf_arch", "main_source", "runs_natively"]
+
+#: ELF ``e_machine`` numbers -> architecture names (as :func:`~autosched.hardware.normalize_arch`)
+_ELF_MACHINES = {3: "x86", 40: "arm", 62: "x86_64", 183: "aarch64", 243: "riscv64"}
+
+#: architectures whose machines also run another's executables natively (64-bit running 32-bit)
+_ALSO_RUNS = {"x86_64": "x86", "aarch64": "arm"}
 
 _MAIN = """
 /* ---- autosched: the board's main (reads inputs, writes outputs, prints timings) ---- */
@@ -141,6 +147,21 @@ def gzipped(path: Path) -> Path:
     return out
 
 
+def elf_arch(path: str | Path) -> str | None:
+    """The architecture of the gzip-compressed executable ``path`` (as :func:`gzipped` makes), read
+    from its ELF header; None for an unknown machine or a file that is not ELF."""
+    with gzip.open(path, "rb") as f:
+        head = f.read(20)
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return _ELF_MACHINES.get(int.from_bytes(head[18:20], "little" if head[5] == 1 else "big"))
+
+
+def runs_natively(board_arch: str, exe_arch: str) -> bool:
+    """Whether a machine of ``board_arch`` runs ``exe_arch`` executables without an emulator."""
+    return exe_arch in (board_arch, _ALSO_RUNS.get(board_arch))
+
+
 class RemoteBuilder(Closing):
     """Builds candidates into static executables for a board (the :class:`Builder` protocol).
 
@@ -165,6 +186,19 @@ class RemoteBuilder(Closing):
         sources = [self._source(inp) for inp in inputs]
         with ThreadPoolExecutor(self.n_parallel, thread_name_prefix="remote-build") as pool:
             return list(pool.map(self._compile, inputs, sources))
+
+    def build_each(self, inputs: Sequence[MeasureInput]) -> Iterator[tuple[int, BuildResult]]:
+        """(index, :class:`BuildResult`) for each candidate of ``inputs`` as soon as it is built:
+        sources are made one after another in the iterating thread, compilers run in parallel, so
+        a board can time the first candidates while the others compile."""
+        with ThreadPoolExecutor(self.n_parallel, thread_name_prefix="remote-build") as pool:
+            todo: dict[Future[BuildResult], int] = {}
+            for i, inp in enumerate(inputs):
+                todo[pool.submit(self._compile, inp, self._source(inp))] = i
+                for done in [f for f in todo if f.done()]:
+                    yield todo.pop(done), done.result()
+            for done in as_completed(todo):
+                yield todo[done], done.result()
 
     def _source(self, inp: MeasureInput) -> BuildResult | tuple[str, float]:
         """The candidate's full source and the seconds it took, or its failed :class:`BuildResult`."""

@@ -49,6 +49,7 @@ from ..kernel import ArgSpec
 from ..measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
 from ..worker import compare
 from .boards import PROBE_SCRIPT, Board, BoardInfo, parse_probe
+from .program import elf_arch, runs_natively
 from .ssh import BoardUnreachable, Connection
 
 __all__ = ["BoardSession", "Job", "Prepared", "TaskData"]
@@ -246,6 +247,21 @@ class BoardSession:
         self.conn.close()
         self.workdir = ""
 
+    def _check_runnable(self, executables: Sequence[str]) -> None:
+        """Refuse executables of an architecture the board does not run, when it has no launcher:
+        the board's shell would read one as a script (execvp's fallback) instead of failing."""
+        assert self.info is not None
+        if self.board.launcher or self.info.arch == "unknown":
+            return
+        for arch in sorted({a for a in map(elf_arch, executables) if a is not None}):
+            if not runs_natively(self.info.arch, arch):
+                name = self.board.name
+                raise InfrastructureError(
+                    f"board {name} is {self.info.arch} and has no launcher, so it cannot run the "
+                    f"candidates ({arch} executables): tune for its own target (autosched boards check "
+                    f"{name} suggests one), or name it in a boards file with an emulator as its launcher"
+                )
+
     def _upload(self, tag: str, inputs: Sequence[np.ndarray]) -> None:
         q = shlex.quote
         for k, arr in enumerate(inputs):
@@ -292,6 +308,7 @@ class BoardSession:
         if not self.workdir:
             self.start()
         assert self.info is not None and all(build.lib_path is not None for _, build in jobs)
+        self._check_runnable([str(build.lib_path) for _, build in jobs])
         tasks = [prepared for prepared, _ in jobs]
         sent = {tag: len(inputs) for tag, inputs, _ in tasks}  # each task's inputs, checked once
         for tag, inputs, _ in tasks:
