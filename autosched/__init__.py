@@ -27,6 +27,7 @@ from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
+    Select,
     Tensor,
     abs,
     all,
@@ -46,6 +47,8 @@ from .expr import (
     extern,
     floor,
     if_then_else,
+    indexdiv,
+    indexmod,
     log,
     max,
     max_value,
@@ -83,6 +86,7 @@ __all__ = [
     "Database",
     "NotTunedWarning",
     "Schedule",
+    "Select",
     "share_cores",
     "ScheduleError",
     "Stage",
@@ -121,6 +125,8 @@ __all__ = [
     "floor",
     "extern",
     "if_then_else",
+    "indexdiv",
+    "indexmod",
     "intrin",
     "ir_builder",
     "log",

@@ -1,0 +1,90 @@
+"""Gaps found by porting TVM's te tutorials (benchmarks/bench_te_tutorials.py): rfactor of a split
+symbolic reduce axis, scans over symbolic shapes, ``Select`` / ``indexmod`` / ``Expr.equal``,
+and one clear error where two operations share a (default) name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import autosched as asc
+
+pytestmark = pytest.mark.requires("gcc")
+
+
+def _row_sum(split: str) -> tuple[asc.Schedule, list[asc.Tensor]]:
+    n, m = asc.var("n"), asc.var("m")
+    A = asc.placeholder((n, m), name="A")
+    k = asc.reduce_axis((0, m), "k")
+    B = asc.compute((n,), lambda i: asc.sum(A[i, k], axis=k), name="B")
+    s = asc.create_schedule(B.op)
+    if split == "factor":
+        _, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+        BF = s.rfactor(B, ki)
+    else:
+        ko, _ = s[B].split(B.op.reduce_axis[0], nparts=4)
+        BF = s.rfactor(B, ko)
+    s[BF].parallel(BF.op.axis[0])
+    return s, [A, B]
+
+
+@pytest.mark.parametrize("split", ["factor", "nparts"])
+def test_rfactor_of_a_split_symbolic_reduce_axis(split: str) -> None:
+    s, args = _row_sum(split)
+    f = asc.build(s, args, target="c")
+    rng = np.random.default_rng(3)
+    for n, m in [(1, 1), (7, 37), (5, 16), (3, 3), (2, 101)]:
+        a = rng.random((n, m), dtype=np.float32)
+        b = np.zeros(n, np.float32)
+        f(a, b)
+        np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5)
+
+
+def test_scan_over_symbolic_shapes_one_build_every_size() -> None:
+    m, n = asc.var("m"), asc.var("n")
+    X = asc.placeholder((m, n), name="X")
+    state = asc.placeholder((m, n), name="state")
+    init = asc.compute((1, n), lambda _, i: X[0, i], name="init")
+    s1 = asc.compute((m, n), lambda t, i: state[t - 1, i] * 0.5, name="s1")
+    update = asc.compute((m, n), lambda t, i: s1[t, i] + X[t, i], name="update")
+    res = asc.scan(init, update, state, inputs=[X])
+    s = asc.create_schedule(res.op)
+    xo, xi = s[update].split(update.op.axis[1], factor=8)
+    s[update].vectorize(xi)
+    s[s1].compute_at(s[update], xo)
+    f = asc.build(s, [X, res], target="c")
+    rng = np.random.default_rng(5)
+    for shape in [(1, 1), (1, 9), (13, 1), (10, 7), (17, 33)]:
+        x = rng.random(shape, dtype=np.float32)
+        want = x.copy()
+        for t in range(1, shape[0]):
+            want[t] = want[t - 1] * 0.5 + x[t]
+        got = np.zeros_like(x)
+        f(x, got)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_select_indexmod_and_expr_equal() -> None:
+    n = asc.var("n")
+    A = asc.placeholder((n,), name="A", dtype="int32")
+    B = asc.compute(
+        (n,),
+        lambda i: asc.Select(asc.indexmod(i, 3).equal(0), A[i], A[asc.indexdiv(i, 2)] * 2),
+        name="B",
+    )
+    f = asc.build(asc.create_schedule(B.op), [A, B], target="c")
+    a = np.arange(11, dtype=np.int32) * 5 + 1
+    b = np.zeros_like(a)
+    f(a, b)
+    i = np.arange(11)
+    np.testing.assert_array_equal(b, np.where(i % 3 == 0, a, a[i // 2] * 2))
+
+
+def test_two_operations_with_one_name_are_an_error() -> None:
+    X = asc.placeholder((4, 3), name="X")
+    state = asc.placeholder((4, 3))
+    init = asc.compute((1, 3), lambda _, i: X[0, i])
+    update = asc.compute((4, 3), lambda t, i: state[t - 1, i] + X[t, i])
+    res = asc.scan(init, update, state, inputs=[X])
+    with pytest.raises(asc.ScheduleError, match="two operations of this DAG are named 'compute'"):
+        asc.create_schedule(res.op)
