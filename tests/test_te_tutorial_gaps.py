@@ -4,8 +4,11 @@ and one clear error where two operations share a (default) name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from te_strict import compile_strict
 
 import autosched as asc
 
@@ -29,8 +32,9 @@ def _row_sum(split: str) -> tuple[asc.Schedule, list[asc.Tensor]]:
 
 
 @pytest.mark.parametrize("split", ["factor", "nparts"])
-def test_rfactor_of_a_split_symbolic_reduce_axis(split: str) -> None:
+def test_rfactor_of_a_split_symbolic_reduce_axis(split: str, tmp_path: Path) -> None:
     s, args = _row_sum(split)
+    compile_strict(s, args, tmp_path)
     f = asc.build(s, args, target="c")
     rng = np.random.default_rng(3)
     for n, m in [(1, 1), (7, 37), (5, 16), (3, 3), (2, 101)]:
@@ -40,7 +44,7 @@ def test_rfactor_of_a_split_symbolic_reduce_axis(split: str) -> None:
         np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5)
 
 
-def test_scan_over_symbolic_shapes_one_build_every_size() -> None:
+def test_scan_over_symbolic_shapes_one_build_every_size(tmp_path: Path) -> None:
     m, n = asc.var("m"), asc.var("n")
     X = asc.placeholder((m, n), name="X")
     state = asc.placeholder((m, n), name="state")
@@ -52,6 +56,7 @@ def test_scan_over_symbolic_shapes_one_build_every_size() -> None:
     xo, xi = s[update].split(update.op.axis[1], factor=8)
     s[update].vectorize(xi)
     s[s1].compute_at(s[update], xo)
+    compile_strict(s, [X, res], tmp_path)  # -Wall -Werror, and strict C99
     f = asc.build(s, [X, res], target="c")
     rng = np.random.default_rng(5)
     for shape in [(1, 1), (1, 9), (13, 1), (10, 7), (17, 33)]:
