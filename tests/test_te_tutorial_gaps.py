@@ -96,27 +96,26 @@ def test_two_operations_with_one_name_are_an_error() -> None:
 
 
 @pytest.mark.requires("pyopencl")
-def test_store_predicate_on_the_thread_axis_of_a_cross_thread_reduction() -> None:
+@pytest.mark.parametrize(("rows", "cols", "threads"), [(40, 100, 16), (7, 33, 8)])
+def test_store_predicate_on_the_thread_axis_of_a_cross_thread_reduction(
+    rows: int, cols: int, threads: int
+) -> None:
     """The reduction tutorial's schedule: rfactor, the factored axis bound to ``threadIdx.x`` and
     ``set_store_predicate(tx.var.equal(0))`` (the thread variable names the loop bound to it)."""
-    n, m = 40, 100
-    A = asc.placeholder((n, m), name="A")
-    k = asc.reduce_axis((0, m), "k")
-    B = asc.compute((n,), lambda i: asc.sum(A[i, k], axis=k), name="B")
-    s = asc.create_schedule(B.op)
-    _, ki = s[B].split(B.op.reduce_axis[0], factor=16)
-    BF = s.rfactor(B, ki)
-    xo, xi = s[B].split(s[B].op.axis[0], factor=32)
-    s[B].bind(xo, asc.thread_axis("blockIdx.x"))
-    s[B].bind(xi, asc.thread_axis("threadIdx.y"))
-    tx = asc.thread_axis("threadIdx.x")
-    s[B].bind(s[B].op.reduce_axis[0], tx)
-    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
-    s[B].set_store_predicate(tx.var.equal(0))
-    f = asc.build(s, [A, B], target="opencl")
-    a = np.random.default_rng(7).random((n, m), dtype=np.float32)
-    b = np.zeros(n, np.float32)
-    f(a, b)
-    np.testing.assert_allclose(b, a.sum(axis=1), rtol=1e-5)
+    X = asc.placeholder((rows, cols), name="X")
+    r = asc.reduce_axis((0, cols), "r")
+    Y = asc.compute((rows,), lambda i: asc.sum(X[i, r] * 2.0, axis=r), name="Y")
+    s = asc.create_schedule(Y.op)
+    YF = s.rfactor(Y, s[Y].split(Y.op.reduce_axis[0], factor=threads)[1])
+    for ax, tag in zip(s[Y].split(s[Y].op.axis[0], factor=8), ("blockIdx.x", "threadIdx.y"), strict=True):
+        s[Y].bind(ax, asc.thread_axis(tag))
+    tx = asc.thread_axis((0, threads), "threadIdx.x", name="tx")
+    s[Y].bind(s[Y].op.reduce_axis[0], tx)
+    s[YF].compute_at(s[Y], s[Y].op.reduce_axis[0])
+    s[Y].set_store_predicate(tx.var.equal(0))
+    x = np.random.default_rng(7).random((rows, cols), dtype=np.float32)
+    y = np.zeros(rows, np.float32)
+    asc.build(s, [X, Y], target="opencl")(x, y)
+    np.testing.assert_allclose(y, 2 * x.sum(axis=1), rtol=1e-5)
     with pytest.raises(asc.ScheduleError, match=r"uses \['threadIdx.z'\]"):
-        s[B].set_store_predicate(asc.thread_axis("threadIdx.z").var.equal(0))
+        s[Y].set_store_predicate(asc.thread_axis("threadIdx.z").var.equal(0))
