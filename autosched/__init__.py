@@ -81,6 +81,26 @@ from .te.intrin import TensorIntrin, decl_tensor_intrin
 from .thread_pools import share_cores
 from .version import __version__
 
+#: TVM names with no counterpart here, and what to write instead
+_NOT_HERE = {
+    "register_intrin_lowering": "TIR's intrinsic lowering rules do not exist here: call the C "
+    "function by name with call_pure_extern(dtype, 'expf', x)",
+    "register_op_attr": "TIR op attributes do not exist here: call_pure_extern names a C function",
+    "CallEffectKind": "TIR op attributes do not exist here: call_pure_extern names a C function",
+    "cpu": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "cuda": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "device": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "nd": "there are no device arrays: call the built kernel with numpy arrays",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A TVM name that does not exist here says what to write instead."""
+    if name in _NOT_HERE:
+        raise AttributeError(f"autosched has no {name!r}: {_NOT_HERE[name]}")
+    raise AttributeError(f"module 'autosched' has no attribute {name!r}")
+
+
 __all__ = [
     "AutoschedWarning",
     "Database",

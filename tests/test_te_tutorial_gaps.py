@@ -119,3 +119,18 @@ def test_store_predicate_on_the_thread_axis_of_a_cross_thread_reduction(
     np.testing.assert_allclose(y, 2 * x.sum(axis=1), rtol=1e-5)
     with pytest.raises(asc.ScheduleError, match=r"uses \['threadIdx.z'\]"):
         s[Y].set_store_predicate(asc.thread_axis("threadIdx.z").var.equal(0))
+
+
+def test_tvm_names_without_a_counterpart_say_what_to_write() -> None:
+    with pytest.raises(AttributeError, match="call_pure_extern"):
+        asc.register_intrin_lowering  # noqa: B018 - the attribute access is what is tested
+    with pytest.raises(AttributeError, match="numpy arrays"):
+        asc.cuda(0)
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        asc.no_such_name  # noqa: B018
+    with pytest.raises(TypeError, match="one-element placeholder"):
+        asc.var("bias", dtype="float32")
+    a = asc.placeholder((4,), name="a")
+    c = asc.compute((4,), lambda i: a[i] * 2, name="c")
+    with pytest.raises(TypeError, match="C body"):
+        asc.decl_tensor_intrin(c.op, lambda ins, outs: outs[0].access_ptr("w"), name="twice4")

@@ -21,8 +21,8 @@ def var(name: str = "tindex", dtype: str = "int32") -> Var:
     d = _dtype(dtype)
     if d.is_float or d.name == "bool":
         raise TypeError(
-            f"var {name!r}: a var is an integer shape variable, got dtype {dtype}; float scalar "
-            "kernel arguments are not supported: use a constant or a one-element placeholder"
+            f"var {name!r}: a var is a shape variable and must have an integer dtype, got {dtype}; "
+            "float scalar kernel arguments are not supported: use a constant or a one-element placeholder"
         )
     return Var(name, d.name)
 
