@@ -27,6 +27,7 @@ from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
 from .expr import (
+    Select,
     Tensor,
     abs,
     all,
@@ -46,6 +47,8 @@ from .expr import (
     extern,
     floor,
     if_then_else,
+    indexdiv,
+    indexmod,
     log,
     max,
     max_value,
@@ -78,11 +81,32 @@ from .te.intrin import TensorIntrin, decl_tensor_intrin
 from .thread_pools import share_cores
 from .version import __version__
 
+#: TVM names with no counterpart here, and what to write instead
+_NOT_HERE = {
+    "register_intrin_lowering": "TIR's intrinsic lowering rules do not exist here: call the C "
+    "function by name with call_pure_extern(dtype, 'expf', x)",
+    "register_op_attr": "TIR op attributes do not exist here: call_pure_extern names a C function",
+    "CallEffectKind": "TIR op attributes do not exist here: call_pure_extern names a C function",
+    "cpu": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "cuda": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "device": "there are no devices or device arrays: call the built kernel with numpy arrays",
+    "nd": "there are no device arrays: call the built kernel with numpy arrays",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A TVM name that does not exist here says what to write instead."""
+    if name in _NOT_HERE:
+        raise AttributeError(f"autosched has no {name!r}: {_NOT_HERE[name]}")
+    raise AttributeError(f"module 'autosched' has no attribute {name!r}")
+
+
 __all__ = [
     "AutoschedWarning",
     "Database",
     "NotTunedWarning",
     "Schedule",
+    "Select",
     "share_cores",
     "ScheduleError",
     "Stage",
@@ -121,6 +145,8 @@ __all__ = [
     "floor",
     "extern",
     "if_then_else",
+    "indexdiv",
+    "indexmod",
     "intrin",
     "ir_builder",
     "log",

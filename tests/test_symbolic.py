@@ -258,6 +258,21 @@ def test_schedules_tuned_at_one_size_serve_every_size() -> None:
             check_matmul(f, m, n, k)
 
 
+@pytest.mark.requires("gcc")
+def test_tune_at_one_size_then_the_best_schedule_serves_every_size(tmp_path: Path) -> None:
+    """``asc.tune`` end to end on a task that names its size; its best steps replay on the
+    symbolic workload and the one kernel is correct at other sizes (1 and primes too)."""
+    task = Task("test_symbolic_mm", (40, 24, 16), target=TARGET)
+    option = asc.MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=10.0)
+    result = asc.tune(task, trials=3, log=tmp_path / "mm.jsonl", tuner="random", seed=2,
+                      option=option, remeasure=0)  # fmt: skip
+    assert result.valid_trials >= 1 and result.best_steps, result.errors
+    tensors, _ = task.workload.symbolic_tensors()
+    f = asc.build(asc.Schedule.replay(tensors[2:], list(result.best_steps)), tensors, target=TARGET)
+    for m, n, k in [(40, 24, 16), (1, 1, 1), (13, 29, 7), (97, 5, 3)]:
+        check_matmul(f, m, n, k)
+
+
 @pytest.mark.requires("gcc", "make")
 def test_symbolic_export_builds_and_runs(tmp_path: Path) -> None:
     task = Task("test_symbolic_mm", (33, 40, 17), target="c -num-threads=1")

@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..expr import Const, Expr, Extent, ScanOp, Var
+from ..te.extent import ext_sub
 from .ir import Allocate, Buffer, For, Stmt, seq
+from .simplify import span
 
 if TYPE_CHECKING:  # an annotation only: the lowerer calls this module
     from .lowering import Lowerer
@@ -18,18 +20,18 @@ def lower_scan(lw: Lowerer, op: ScanOp) -> Stmt:
     """The loop nests of ``op``: the inits over rows ``[0, k)``, then ``t`` over ``[k, n)`` with the
     body stages inside, each over the row ``t`` of its region."""
     outs = [lw.buffers[op.output(c).name] for c in range(op.num_outputs)]
-    if any(not isinstance(d, int) for b in outs for d in b.shape):
-        raise ValueError(f"scan {op.name!r}: symbolic shapes are not supported by scan (shape {op.shape})")
+    rows, total = op.inits[0].shape[0], op.states[0].shape[0]
+    if not isinstance(rows, int):
+        raise ValueError(f"scan {op.name!r}: the init's rows must be a number, got {rows}")
     for st, buf in zip(op.states, outs, strict=True):
         _alias(lw, st.name, buf)
     parts: list[Stmt] = []
     for init, buf in zip(op.inits, outs, strict=True):
         _alias(lw, init.name, buf)
         parts.append(lw.lower_stage(lw.s.stages[init.op.name]))
-    rows, total = op.inits[0].shape[0], op.states[0].shape[0]
-    assert isinstance(rows, int) and isinstance(total, int)
     t = Var(f"{op.name}.t")
-    lw.ranges[t] = (rows, total - 1)
+    steps = ext_sub(total, rows)
+    lw.ranges[t] = span(rows, steps)
     writes = {u.op.name: buf for u, buf in zip(op.updates, outs, strict=True)}
     body: list[Stmt] = []
     for part in op.body:
@@ -46,8 +48,8 @@ def lower_scan(lw: Lowerer, op: ScanOp) -> Stmt:
         region: list[Extent] = [1, *part.shape[1:]]
         lw.regions[part.name] = ([t, *[Const(0)] * (len(region) - 1)], region)
         body.append(lw.lower_stage(stage))
-    if total > rows:
-        parts.append(For(t, rows, total - rows, "serial", seq(body)))
+    if not isinstance(steps, int) or steps > 0:  # a symbolic count may be 0: the loop then runs 0 times
+        parts.append(For(t, rows, steps, "serial", seq(body)))
     return seq(parts)
 
 

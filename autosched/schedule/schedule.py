@@ -30,10 +30,12 @@ class Schedule:
         for op in topo_order(outputs):
             parts = op.parts if isinstance(op, ScanOp) else ()  # stages of the scan's init and body
             for part in (*parts, op):
-                if part.name not in self.stages:
-                    stage = Stage(self, part)
-                    stage.reset(part)
-                    self.stages[part.name] = stage
+                if part.name in self.stages:
+                    _check_same_op(self.stages[part.name].op, part)
+                    continue
+                stage = Stage(self, part)
+                stage.reset(part)
+                self.stages[part.name] = stage
         self.steps: list[st.Step] = []
 
     def __getitem__(self, t: Tensor | Operation | str) -> Stage:
@@ -147,6 +149,15 @@ class Schedule:
             for s in self.stages.values()
             if not s.is_placeholder and any(t.op.name == name for t in s.op.input_tensors)
         ]
+
+
+def _check_same_op(seen: Operation, op: Operation) -> None:
+    """Stages are keyed by name: two operations of one DAG may not share one (TVM allows it)."""
+    if seen is not op:
+        raise ScheduleError(
+            f"two operations of this DAG are named {op.name!r} (a default name?): give each "
+            f"placeholder and compute its own name= (autosched keys stages by name)"
+        )
 
 
 def create_schedule(outputs: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..expr import ComputeOp, Expr, IterVar, Operation, PlaceholderOp, Var, as_expr
+from ..expr import ComputeOp, Expr, IterVar, Operation, PlaceholderOp, Var, as_expr, substitute
 from ..te.intrin import INTRINS, TensorIntrin
 from ..te.serial import expr_to_json
 from . import steps as st
@@ -87,6 +87,7 @@ class Stage:
     store_predicate: Expr | None = None  # set_store_predicate: stores happen where it holds
     aligns: dict[str, tuple[int, int]] = field(default_factory=dict)  # storage_align: axis -> (factor, off)
     tensorized: dict[str, TensorIntrin] = field(default_factory=dict)  # tensorize: leaf -> intrinsic
+    thread_vars: dict[Var, Expr] = field(default_factory=dict)  # a named thread axis's var -> its tag
 
     @property
     def name(self) -> str:
@@ -188,11 +189,13 @@ class Stage:
         ``cuda`` targets; CPU builds reject it."""
         tag = thread.tag if isinstance(thread, ThreadAxis) else axis_name(thread)
         self.schedule.apply(st.BindStep(self.name, axis_name(axis), tag))
+        if isinstance(thread, ThreadAxis) and thread.var.name != tag:
+            self.thread_vars[thread.var] = Var(tag)  # thread_axis(..., name="tx"): tx.var is the tag
 
     def set_store_predicate(self, predicate: Expr) -> None:
         """Store this stage's values only where ``predicate`` (over its axes and loops) holds."""
         try:
-            text = json.dumps(expr_to_json(as_expr(predicate)))
+            text = json.dumps(expr_to_json(substitute(as_expr(predicate), self.thread_vars)))
         except ValueError as err:
             raise ScheduleError(f"set_store_predicate on stage {self.name}: {err}") from None
         self.schedule.apply(st.StorePredicateStep(self.name, text))

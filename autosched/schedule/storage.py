@@ -2,7 +2,8 @@
 
 A store predicate is recorded as the JSON text of its expression (steps come from logs, which are
 untrusted: the text is parsed and checked here, never evaluated); it may use the stage's root axes
-and its loops by name.
+and its loops by name, and the variable of a thread axis bound to one of its loops (TVM's
+``set_store_predicate(tx.var.equal(0))``), which stands for that loop.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..expr import ComputeOp, Var, walk
+from ..expr import ComputeOp, Var, substitute, walk
 from ..te.serial import expr_from_json
 from . import steps as st
-from .stage import ScheduleError, ScheduleLike, Stage
+from .stage import THREAD_TAGS, ScheduleError, ScheduleLike, Stage
 
 MAX_PREDICATE_CHARS = 20_000
 
@@ -30,6 +31,9 @@ def _store_predicate(s: ScheduleLike, stage: Stage, step: st.StorePredicateStep)
         raise ScheduleError(f"malformed store predicate: {err}") from None
     if cond.dtype != "bool":
         raise ScheduleError(f"a store predicate must be a condition, got a {cond.dtype} expression")
+    bound = {tag: leaf for leaf, tag in stage.annotations.items() if tag in THREAD_TAGS}
+    if bound:  # a thread axis's variable (``tx.var``) stands for the loop bound to it
+        cond = substitute(cond, {Var(tag): Var(leaf) for tag, leaf in bound.items()})
     known = set(stage.kinds)
     unknown = sorted({v.name for v in walk(cond) if isinstance(v, Var)} - known)
     if unknown:

@@ -8,6 +8,7 @@ from ..expr import (
     CommReducer,
     ComputeOp,
     Expr,
+    Extent,
     IterVar,
     Load,
     Logic,
@@ -16,8 +17,11 @@ from ..expr import (
     Select,
     Var,
     as_expr,
+    is_static,
+    static,
     substitute,
 )
+from ..te.extent import ext_ceil_div, ext_mul
 from .stage import SplitRel
 
 IDENTITY = {"sum": 0, "max": float("-inf"), "min": float("inf")}
@@ -69,9 +73,7 @@ def make_rfactor_ops(
         value: Expr = new_data.var + root.begin if root.begin else new_data.var
         kept = [iv for iv in body.axis if iv.name != root.name]
     else:
-        factor = split.factor if split.factor is not None else -(-root.extent // (split.nparts or 1))
-        factor = min(factor, root.extent)
-        n_outer = -(-root.extent // factor)
+        factor, n_outer = _rfactor_split_extents(split, root.extent)
         outer = (split.outer, n_outer)
         inner = (split.inner, factor)
         is_outer = axis == split.outer
@@ -81,7 +83,7 @@ def make_rfactor_ops(
         red = IterVar(Var(red_name), red_ext, "reduce")
         o_var, i_var = (new_data.var, red.var) if is_outer else (red.var, new_data.var)
         value = o_var * factor + i_var
-        if n_outer * factor != root.extent:
+        if static(ext_mul(n_outer, factor)) != static(root.extent) or not is_static(root.extent):
             bound = value < root.extent
             where = bound if where is None else Logic("and", where, bound)
         if root.begin:
@@ -107,6 +109,20 @@ def make_rfactor_ops(
     loads: list[Expr] = [Load(rf.output(c), tuple(idx)) for c in range(rf.num_outputs)]
     final = _reduce_like(body, loads, (final_red,), None)
     return rf, ComputeOp(op.name, axis_out, final[0], op.tag, {}, final[1:])
+
+
+def _rfactor_split_extents(split: SplitRel, extent: Extent) -> tuple[Extent, Extent]:
+    """(inner, outer) extents of a split of a reduce axis of ``extent`` (symbolic too): the
+    outer one times the inner one covers the extent; a guard masks what lies past it."""
+    ext = static(extent)
+    if split.factor is not None:
+        factor = split.factor if ext is None else min(split.factor, ext)
+        return factor, ext_ceil_div(extent, factor)
+    nparts = split.nparts or 1
+    if ext is None:
+        return ext_ceil_div(extent, nparts), nparts
+    factor = min(-(-ext // nparts), ext)
+    return factor, -(-ext // factor)
 
 
 def reduce_identity(combiner: str | CommReducer, dtypes: Sequence[str]) -> list[Expr]:

@@ -20,7 +20,10 @@ def var(name: str = "tindex", dtype: str = "int32") -> Var:
         raise ValueError(f"var names must be non-empty strings, got {name!r}")
     d = _dtype(dtype)
     if d.is_float or d.name == "bool":
-        raise TypeError(f"var {name!r}: a shape variable must have an integer dtype, got {dtype}")
+        raise TypeError(
+            f"var {name!r}: a var is a shape variable and must have an integer dtype, got {dtype}; "
+            "float scalar kernel arguments are not supported: use a constant or a one-element placeholder"
+        )
     return Var(name, d.name)
 
 

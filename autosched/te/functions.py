@@ -130,6 +130,16 @@ def not_equal(a: ExprLike, b: ExprLike) -> Expr:
     return compare("ne", a, b)
 
 
+def indexdiv(a: ExprLike, b: ExprLike) -> Expr:
+    """Floor division of integers (te's ``indexdiv`` / ``floordiv``: ``a // b``)."""
+    return binary("floordiv", a, b)
+
+
+def indexmod(a: ExprLike, b: ExprLike) -> Expr:
+    """Floor remainder of integers (te's ``indexmod`` / ``floormod``: ``a % b``)."""
+    return binary("floormod", a, b)
+
+
 def all(*conds: ExprLike) -> Expr:  # noqa: A001 - te's name
     """Conjunction of conditions."""
     out = as_expr(conds[0])

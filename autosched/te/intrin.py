@@ -83,6 +83,13 @@ class IntrinBuffer:
         """The pointer's name in the C body (TVM's ``buffer.data``)."""
         return self.name
 
+    def access_ptr(self, *_: object, **__: object) -> str:
+        """TVM's TIR pointer: not here, where an intrinsic's implementation is C text."""
+        raise TypeError(
+            f"buffer {self.name!r}: access_ptr builds TIR; here fcompute returns the C body (a "
+            f"string, or (body, reset, update)) that uses the pointer {self.data!r} directly"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class CImpl:

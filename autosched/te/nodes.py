@@ -100,6 +100,14 @@ class _Ops:
         """Cast to ``dtype``."""
         return cast(self, dtype)
 
+    def equal(self, o: ExprLike) -> Expr:
+        """``self == o`` as an expression node (te's ``PrimExpr.equal``)."""
+        return compare("eq", self, o)
+
+    def not_equal(self, o: ExprLike) -> Expr:
+        """``self != o`` as an expression node."""
+        return compare("ne", self, o)
+
 
 class Expr(_Ops):
     """Base of all expression nodes."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .extent import static
 from .nodes import BinOp, Const, Load, Var
 from .tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor
 from .traverse import walk
@@ -57,7 +58,8 @@ def _check_state(name: str, init: Tensor, update: Tensor, state: Tensor, rows: o
             problems.append("they differ beyond the first (scan) axis")
         if su[0] != ss[0]:
             problems.append("update must have as many rows as the state")
-        if si[0] > ss[0]:
+        init_rows, state_rows = static(si[0]), static(ss[0])
+        if init_rows is not None and state_rows is not None and init_rows > state_rows:
             problems.append("init has more rows than the state")
         if si[0] != rows:
             problems.append(f"every init must have the same rows ({rows})")
