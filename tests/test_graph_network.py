@@ -138,3 +138,10 @@ def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
     summary = json.loads(capsys.readouterr().out)
     assert [t["trials"] for t in summary["tasks"]] == [2, 2, 2] and summary["rounds"] == []
     assert len(log.read_text().splitlines()) == lines
+    # a budget smaller than a round per task is shared: one trial each while it lasts, and the
+    # latency of a network with an unmeasured task is unknown, not inf
+    small = tmp_path / "small.jsonl"
+    assert main(["tune", str(path), "--trials", "2", "--log", str(small), "--quiet", "--remeasure", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": 1 trials, ") == 2 and ": 0 trials, no valid program" in out, out
+    assert "estimated end-to-end latency: unknown (1 task without a program)" in out, out

@@ -66,7 +66,13 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     for t in result.tasks:
         best = f"{format_ms(t['best_ms'])} ms" if t["best_ms"] is not None else "no valid program"
         print(f"  {printable(t['workload'], limit=200)}  x{t['weight']}: {t['trials']} trials, {best}")
-    print(f"  estimated end-to-end latency: {format_ms(result.latency_ms)} ms; log {result.log}")
+    missing = sum(1 for t in result.tasks if t["best_ms"] is None)
+    latency = f"{format_ms(result.latency_ms)} ms"
+    if missing:
+        latency = f"unknown ({missing} task{'s' if missing > 1 else ''} without a program)"
+    print(f"  estimated end-to-end latency: {latency}; log {result.log}")
+    if missing:
+        print("  (build_network and export use the untuned default schedule for those tasks)")
     return 0
 
 
