@@ -244,7 +244,11 @@ def test_a_second_board_takes_over_while_the_first_is_down(lab: SshLab, tmp_path
     log = tmp_path / "two.jsonl"
     server = lab.servers["board1"]
 
+    at_drop: list[int] = []  # what each board had measured when board1 went down
+
     def drop(tuner: object, cands: object, results: object) -> None:
+        if not at_drop:
+            at_drop.extend(h.measured for h in runner._health)
         server.kill()
 
     told = pytest.warns(asc.AutoschedWarning, match="board board1 does not answer .*other boards take")
@@ -258,7 +262,8 @@ def test_a_second_board_takes_over_while_the_first_is_down(lab: SshLab, tmp_path
         if server.proc is None:
             server.start()
     assert result.valid_trials == 8 and program_faults(log) == []
-    assert failures >= 1 and second >= 4 and first + second == 8  # board2 measured the later batches
+    # board2 measured every candidate after the drop (which board measured the first batch varies)
+    assert failures >= 1 and sum(at_drop) < 8 and first == at_drop[0] and first + second == 8, at_drop
 
 
 def test_all_boards_down_stops_with_a_clear_message_and_resumes(lab: SshLab, tmp_path: Path) -> None:
