@@ -396,12 +396,7 @@ def compute(
     clash = sorted(shape_vars & set(all_names))
     if clash:
         raise ValueError(f"compute {name!r}: axis names {clash} are also shape variables; rename the axes")
-    free = {v.name for b in bodies for v in walk(b) if isinstance(v, Var)} - set(all_names) - shape_vars
-    if free:
-        raise ValueError(
-            f"compute {name!r}: body uses variables not bound by it: {sorted(free)} (a shape "
-            "variable must appear in the shape of this tensor, of a tensor it reads or of a reduce axis)"
-        )
+    # other free vars are scalar arguments: lowering checks that the kernel's arguments list them
     op = ComputeOp(name, axis, body, tag, dict(attrs or {}), bodies[1:])
     if is_tuple:
         return [op.output(i) for i in range(op.num_outputs)]
