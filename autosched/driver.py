@@ -101,7 +101,7 @@ def _params(scalars: Sequence[ScalarArg]) -> list[Var]:
 def _c_only(scalars: Sequence[ScalarArg], what: str) -> None:
     if scalars:
         names = ", ".join(sc.name for sc in scalars)
-        raise NotImplementedError(f"scalar arguments ({names}) are C-target only: {what} cannot take them yet")
+        raise NotImplementedError(f"scalar arguments ({names}) are C-target only: {what} cannot take them")
 
 
 def arg_specs(sched: Schedule, args: Sequence[Tensor]) -> list[ArgSpec]:

@@ -13,7 +13,6 @@ from ..dtypes import dtype as _dtype
 from .nodes import BinOp, Cast, Const, Expr, Extent, Var, binary
 from .traverse import children
 
-
 #: dtypes a var may have: integers (shape variables or scalar arguments) and floats (scalar arguments)
 VAR_DTYPES = ("int32", "int64", "float32", "float64")
 
@@ -88,7 +87,10 @@ def check_extent(e: object, what: str) -> Extent:
         raise ValueError(f"{what}: a loop axis cannot be an extent; use a var or an int")
     if isinstance(e, Expr):
         if _dtype(e.dtype).is_float or e.dtype == "bool":
-            raise ValueError(f"{what}: extents must be integer expressions, got {e.dtype} {e} (a float var is a scalar argument, not a size)")
+            raise ValueError(
+                f"{what}: extents must be integer expressions, got {e.dtype} {e} "
+                "(a float var is a scalar argument, not a size)"
+            )
         if isinstance(e, Const):
             return check_extent(int(e.value), what)
         return e

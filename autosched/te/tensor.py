@@ -327,6 +327,12 @@ def _check_shape(shape: Iterable[Any] | Extent, name: str) -> tuple[Extent, ...]
             "(use one compute per shape)"
         )
     shp = tuple(_extent(s, f"tensor {name!r}: shape {raw}") for s in raw)
+    floats = [s for s in shp if isinstance(s, Expr) and _dtype(s.dtype).is_float]
+    if floats:
+        raise ValueError(
+            f"tensor {name!r}: shape entries must be positive ints or integer expressions, got "
+            f"{floats[0].dtype} {floats[0]} (a float var is a scalar argument, not a size)"
+        )
     try:
         return tuple(check_extent(s, f"tensor {name!r}") for s in shp)
     except ValueError:
