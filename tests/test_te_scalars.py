@@ -61,16 +61,16 @@ def test_tutorial_bias_fixed_shape() -> None:
 
 def test_tutorial_matmul_then_bias_at_its_place() -> None:
     """The tutorial's ``D = A @ B + bias``, the scalar between arrays of the call."""
-    n, l, m = 16, 8, 11
+    n, kk, m = 16, 8, 11
     bias = asc.var("bias", dtype="float32")
-    A = asc.placeholder((n, l), name="A")
-    B = asc.placeholder((l, m), name="B")
-    k = asc.reduce_axis((0, l), name="k")
+    A = asc.placeholder((n, kk), name="A")
+    B = asc.placeholder((kk, m), name="B")
+    k = asc.reduce_axis((0, kk), name="k")
     C = asc.compute((n, m), lambda i, j: asc.sum(A[i, k] * B[k, j], axis=k), name="C")
     D = asc.compute(C.shape, lambda i, j: C[i, j] + bias, name="D")
     s = asc.create_schedule(D.op)
     f = asc.build(s, [A, bias, B, D], target=TARGET)
-    a, b = RNG.random((n, l), dtype=np.float32), RNG.random((l, m), dtype=np.float32)
+    a, b = RNG.random((n, kk), dtype=np.float32), RNG.random((kk, m), dtype=np.float32)
     d = np.zeros((n, m), np.float32)
     f(a, 10.0, b, d)
     np.testing.assert_allclose(d, a @ b + 10.0, rtol=1e-5)
@@ -101,12 +101,12 @@ def test_float64_int32_int64_scalars_and_a_reduction() -> None:
     np.testing.assert_allclose(b, a * (1.0 / 3.0) - 1.0, rtol=1e-15)
 
     k32, k64 = asc.var("k32"), asc.var("k64", "int64")
-    I = asc.placeholder((7,), "int32", name="I")
-    J = asc.compute((7,), lambda i: I[i] * k32 + 1, name="J")
+    Iv = asc.placeholder((7,), "int32", name="I")
+    J = asc.compute((7,), lambda i: Iv[i] * k32 + 1, name="J")
     L = asc.placeholder((7,), "int64", name="L")
     M = asc.compute((7,), lambda i: L[i] + k64, name="M")
     s = asc.create_schedule([J.op, M.op])
-    g = asc.build(s, [I, L, k64, J, M, k32], target=TARGET)
+    g = asc.build(s, [Iv, L, k64, J, M, k32], target=TARGET)
     i32, i64 = np.arange(7, dtype=np.int32), np.arange(7, dtype=np.int64)
     j, m = np.zeros(7, np.int32), np.zeros(7, np.int64)
     g(i32, i64, 1 << 40, j, m, -3)
@@ -132,7 +132,7 @@ def test_bad_scalar_input_is_one_line() -> None:
     with pytest.raises(ValueError, match="var 'bias' is listed twice"):
         asc.lower(s, [C, D, bias, bias])
     other = asc.var("other", "float32")
-    with pytest.raises(ValueError, match="var 'other' is among the arguments but the computation does not use"):
+    with pytest.raises(ValueError, match="var 'other' is among the arguments but the computation does not"):
         asc.emit(s, [C, D, bias, other])
     with pytest.raises(ValueError, match="a float var is a scalar argument, not a size"):
         asc.placeholder((asc.var("f", "float32"), 4), name="F")
