@@ -20,6 +20,7 @@ import pytest
 from te_strict import compile_strict
 
 import autosched as asc
+from autosched.contrib import cblas
 from autosched.runner.compile import compile_object
 from autosched.target import Target
 
@@ -74,6 +75,23 @@ def test_tutorial_matmul_then_bias_at_its_place() -> None:
     d = np.zeros((n, m), np.float32)
     f(a, 10.0, b, d)
     np.testing.assert_allclose(d, a @ b + 10.0, rtol=1e-5)
+
+
+@pytest.mark.requires("gcc", "openblas")
+def test_tutorial_cblas_matmul_then_bias() -> None:
+    """The tutorial's second form: ``cblas.matmul`` (an extern stage) read by a compute with a scalar."""
+    bias = asc.var("bias", dtype="float32")
+    A = asc.placeholder((12, 7), name="A")
+    B = asc.placeholder((9, 7), name="B")
+    C = cblas.matmul(A, B, transb=True)
+    D = asc.compute(C.shape, lambda i, j: C[i, j] + bias, name="D")
+    f = asc.build(asc.create_schedule(D.op), [A, B, D, bias], target=TARGET)
+    a, b = RNG.random((12, 7), dtype=np.float32), RNG.random((9, 7), dtype=np.float32)
+    d = np.zeros((12, 9), np.float32)
+    f(a, b, d, 10.0)
+    np.testing.assert_allclose(d, a @ b.T + 10.0, rtol=1e-5)
+    with pytest.raises(ValueError, match="2-d tensors only"):
+        cblas.matmul(asc.placeholder((3,), name="V"), B)
 
 
 def test_tutorial_bias_symbolic_shape_and_listed_size() -> None:
@@ -182,6 +200,7 @@ def test_emitted_c_compiles_with_werror(portable: bool, tmp_path: Path) -> None:
 FLAT_SCRIPT = """
 import numpy as np
 import autosched as asc
+from autosched.contrib import cblas
 bias = asc.var("bias", dtype="float32")
 A = asc.placeholder((5, 3), name="A")
 D = asc.compute(A.shape, lambda i, j: A[i, j] * bias, name="D")
