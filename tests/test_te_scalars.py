@@ -160,6 +160,11 @@ def test_bad_scalar_input_is_one_line() -> None:
         with pytest.raises(NotImplementedError, match=r"scalar arguments \(bias\) are C-target only"):
             asc.emit(s, [C, D, bias], target=target)
 
+    g = asc.create_schedule(D.op)
+    g[D].bind(D.op.axis[0], asc.thread_axis("blockIdx.x"))
+    with pytest.raises(NotImplementedError, match="C-target only: GPU schedules cannot take them"):
+        asc.lower(g, [C, D, bias])
+
     f = asc.build(s, [C, D, bias], target=TARGET)
     c, d = np.ones((4, 8), np.float32), np.zeros((4, 8), np.float32)
     with pytest.raises(TypeError, match=r"takes 3 arguments \(C, D, bias\), got 2"):
