@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .dag import topo_order
@@ -35,7 +36,13 @@ def dag_shape_vars(outputs: Sequence[Tensor]) -> list[Var]:
 
 def dag_free_vars(outputs: Sequence[Tensor]) -> dict[Var, str]:
     """The vars the DAG's compute bodies use that no loop binds and no shape has (the values a
-    kernel takes as scalar arguments), each with the name of the first stage that uses it."""
+    kernel takes as scalar arguments), each with the name of the first stage that uses it.
+    Remembered for the last DAGs asked about (lowering asks for every candidate)."""
+    return dict(_free_vars(tuple(outputs)))
+
+
+@functools.lru_cache(maxsize=64)
+def _free_vars(outputs: tuple[Tensor, ...]) -> tuple[tuple[Var, str], ...]:
     ops: list[ComputeOp] = []
     for op in topo_order(outputs):
         if isinstance(op, ComputeOp):
@@ -52,7 +59,7 @@ def dag_free_vars(outputs: Sequence[Tensor]) -> dict[Var, str]:
                     bound.update(iv.var for iv in e.axis)
                 elif isinstance(e, Var) and e not in bound:
                     out.setdefault(e, op.name)
-    return out
+    return tuple(out.items())
 
 
 def bind(outputs: Sequence[Tensor], sizes: Mapping[str, int]) -> list[Tensor]:
