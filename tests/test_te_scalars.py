@@ -143,6 +143,22 @@ def test_float64_int32_int64_scalars_and_a_reduction() -> None:
     np.testing.assert_allclose(y, (xv * 0.5).sum(axis=1), rtol=1e-5)
 
 
+def test_int_scalar_as_an_index_offset_under_compute_at() -> None:
+    """An int32 scalar in an index: the attached producer's region moves with it, guarded."""
+    off = asc.var("off")
+    A = asc.placeholder((20,), name="A")
+    B = asc.compute((20,), lambda i: A[i] * 2.0, name="B")
+    C = asc.compute((10,), lambda i: B[i + off], name="C")
+    s = asc.create_schedule(C.op)
+    xo, _ = s[C].split(C.op.axis[0], factor=4)
+    s[B].compute_at(s[C], xo)
+    f = asc.build(s, [A, C, off], target=TARGET)
+    a, c = RNG.random(20, dtype=np.float32), np.zeros(10, np.float32)
+    for value in (0, 3, 10):
+        f(a, c, value)
+        np.testing.assert_allclose(c, a[value : value + 10] * 2.0, rtol=1e-6)
+
+
 def test_bad_scalar_input_is_one_line() -> None:
     s, C, D, bias = bias_add((4, 8))
     with pytest.raises(ValueError, match=r"var 'bias' \(float32\) of stage 'D' .* list it in the arguments"):
@@ -187,6 +203,15 @@ def test_bad_scalar_input_is_one_line() -> None:
     with pytest.raises(ValueError, match="got 2147483648, which overflows it"):
         g(a, b, 1 << 31)
     assert (d == 0).all() and (b == 0).all()  # nothing ran
+
+    @asc.workload("test_te_scalars_scaled")
+    def scaled(n: int) -> list:
+        x = asc.var("x", "float32")
+        X = asc.placeholder((n,), name="X")
+        return [X, asc.compute((n,), lambda i: X[i] * x, name="Y"), x]
+
+    with pytest.raises(ValueError, match="scalar arguments are for asc.build/lower/emit"):
+        asc.Task("test_te_scalars_scaled", (8,), target=TARGET)  # so neither tuning nor export
 
 
 @pytest.mark.parametrize("portable", [False, True])
