@@ -14,7 +14,7 @@ their Python meaning (structural equality), so use :func:`equal` / :func:`not_eq
 
 from __future__ import annotations
 
-from .te.bind import bind, dag_shape_vars, shape_vars
+from .te.bind import bind, dag_free_vars, dag_shape_vars, shape_vars
 from .te.buffer import (
     BufferAccess,
     BufferData,
@@ -161,6 +161,7 @@ __all__ = [
     "compare",
     "compute",
     "const",
+    "dag_free_vars",
     "dag_shape_vars",
     "dag_key",
     "equal",

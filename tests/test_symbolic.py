@@ -226,7 +226,9 @@ def test_bad_symbolic_definitions() -> None:
     with pytest.raises(ValueError, match="positive ints or integer expressions"):
         asc.placeholder((asc.var("x", "int32") * 1.5,), name="F")  # type: ignore[operator]
     with pytest.raises(TypeError, match="integer dtype"):
-        asc.var("f", "float32")
+        asc.size_var("f", "float32")
+    with pytest.raises(ValueError, match="a float var is a scalar argument, not a size"):
+        asc.placeholder((asc.var("f", "float32"),), name="F")
     hidden = asc.placeholder((n + 1,), name="H")  # n is in no dimension by itself
     D = asc.compute((n + 1,), lambda i: hidden[i] * 2.0, name="D")
     with pytest.raises(ValueError, match=r"\['n'\] are no dimension of any argument by themselves"):

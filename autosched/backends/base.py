@@ -14,7 +14,7 @@ from typing import ClassVar, TypeVar
 
 from ..lower.ir import PrimFunc
 from ..runner.gpu_program import GpuCallable
-from ..runner.kernel import ArgSpec, Kernel
+from ..runner.kernel import ArgSpec, Kernel, ScalarArg
 from ..runner.measure import Builder, MeasureOption, Runner
 from ..target import Target
 
@@ -44,9 +44,10 @@ class Backend:
         specs: Sequence[ArgSpec],
         sizes: Sequence[str] = (),
         cache_dir: Path | None = None,
+        scalars: Sequence[ScalarArg] = (),
     ) -> Built:
         """``func`` compiled (into ``cache_dir``, by default the kernel cache) and loaded: a
-        callable over numpy arrays (inputs, then outputs)."""
+        callable over numpy arrays (inputs, then outputs; ``scalars`` at their places)."""
         raise NotImplementedError
 
     def builder(self, option: MeasureOption) -> Builder:

@@ -10,7 +10,7 @@ from ..expr import PACKED_PREFIX
 from ..lower.ir import PrimFunc
 from ..runner.builder import LocalBuilder
 from ..runner.compile import compile_shared
-from ..runner.kernel import ArgSpec, Kernel
+from ..runner.kernel import ArgSpec, Kernel, ScalarArg
 from ..runner.load import load_kernel
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import Builder, MeasureOption, Runner
@@ -44,11 +44,12 @@ class CBackend(Backend):
         specs: Sequence[ArgSpec],
         sizes: Sequence[str] = (),
         cache_dir: Path | None = None,
+        scalars: Sequence[ScalarArg] = (),
     ) -> Kernel:
         """Compile to a shared library (cached by content, linked with the user C ``func.code`` it
-        calls) and load it with cffi."""
+        calls) and load it with cffi; ``scalars`` are its scalar arguments at their call places."""
         lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir, code=func.code)
-        kernel = load_kernel(lib, function_name(func.name), specs, sizes)
+        kernel = load_kernel(lib, function_name(func.name), specs, sizes, scalars)
         if any(s.startswith(PACKED_PREFIX) for s in func.code.symbols):
             install_hook(lib)  # call_packed of a Python function: its hook calls back here
         return kernel

@@ -19,7 +19,7 @@ from ..lower.ir import PrimFunc
 from ..runner.compile import default_cache_dir
 from ..runner.cuda import CudaKernel, cuda_context, nvrtc_compile
 from ..runner.gpu_program import GpuCallable, GpuProgram, Launch
-from ..runner.kernel import ArgSpec
+from ..runner.kernel import ArgSpec, ScalarArg
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import (
     Builder,
@@ -70,8 +70,12 @@ class GpuBackend(Backend):
         specs: Sequence[ArgSpec],
         sizes: Sequence[str] = (),
         cache_dir: Path | None = None,
+        scalars: Sequence[ScalarArg] = (),
     ) -> GpuCallable:
-        """A callable over numpy arrays that copies them to the device, launches, copies back."""
+        """A callable over numpy arrays that copies them to the device, launches, copies back
+        (scalar arguments are C-target only: the driver refuses them before this)."""
+        if scalars:
+            raise NotImplementedError(f"scalar arguments are C-target only, not {self.kind}")
         return self.load(self.program(func, target), specs, target)
 
     def builder(self, option: MeasureOption) -> Builder:

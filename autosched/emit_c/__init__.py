@@ -74,10 +74,15 @@ def function_name(name: str) -> str:
 
 
 def timing_entries(
-    name: str, params: Sequence[tuple[str, str]], num_threads: int = 1, sizes: Sequence[str] = ()
+    name: str,
+    params: Sequence[tuple[str, str]],
+    num_threads: int = 1,
+    sizes: Sequence[str] = (),
+    scalars: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The timing harness of kernel ``int <name>(T0* p0, ..., int n0, ...)``, given ``params`` as
-    (C type, name) and the names of its ``int`` size parameters ``sizes`` (see ``emit_c``).
+    """The timing harness of kernel ``int <name>(T0* p0, ..., int n0, ..., S0 s0, ...)``, given
+    ``params`` as (C type, name), the names of its ``int`` size parameters ``sizes`` and its scalar
+    parameters ``scalars`` as (C type, name) (see ``emit_c``).
 
     Needs :data:`HEADER` (``time.h``, ``math.h``, ``stdlib.h``, POSIX 2008). Two entries:
 
@@ -94,9 +99,10 @@ def timing_entries(
       the kernel returned non-zero.
     """
     decls = "".join(f"{ctype}* {pname}, " for ctype, pname in params)  # each with its comma
-    decls += "".join(f"int {n}, " for n in sizes)
-    args = "".join(f"{pname}, " for _, pname in params) + "".join(f"{n}, " for n in sizes)
-    call = ", ".join([pname for _, pname in params] + list(sizes))
+    decls += "".join(f"int {n}, " for n in sizes) + "".join(f"{c} {n}, " for c, n in scalars)
+    names = [pname for _, pname in params] + list(sizes) + [n for _, n in scalars]
+    args = "".join(f"{n}, " for n in names)
+    call = ", ".join(names)
     pragma = f"  #pragma omp parallel for num_threads({num_threads})\n" if num_threads > 1 else ""
     timer = "\n".join(
         [
@@ -130,7 +136,8 @@ def emit_c(
 
     A kernel over tensors with symbolic shapes takes the values of its shape variables
     (``func.sizes``: in order of first appearance in the arguments' shapes) as ``int``
-    parameters after the buffers.
+    parameters after the buffers, then its scalar arguments (``func.scalars``) as parameters of
+    their dtypes.
 
     ``portable`` emits strict C99 without vector extensions, attributes or pragmas (and so
     without the harness, which needs POSIX clocks).
@@ -148,7 +155,9 @@ def emit_c(
     parts.append(text)
     if timing:
         params = [(printer.ctype(b.dtype), printer.buf(b)) for b in func.args]
-        parts.append(timing_entries(name, params, num_threads, [printer.var(v) for v in func.sizes]))
+        sizes = [printer.var(v) for v in func.sizes]
+        scalars = [(printer.ctype(v.dtype), printer.var(v)) for v in func.scalars]
+        parts.append(timing_entries(name, params, num_threads, sizes, scalars))
     return "\n\n".join(parts) + "\n"
 
 

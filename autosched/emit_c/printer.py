@@ -249,6 +249,7 @@ class CPrinter:
                 for b in func.args
             ]
             + [f"int {self.var(v)}" for v in func.sizes]
+            + [f"{self.ctype(v.dtype)} {self.var(v)}" for v in func.scalars]
         )
         return f"{self.func_qualifier}int {name}({params})"
 
@@ -258,7 +259,7 @@ class CPrinter:
         name = self.names(("func", func.name), func.name)
         for b in func.args:
             self.buf(b)
-        for v in func.sizes:
+        for v in (*func.sizes, *func.scalars):
             self.var(v)
         body, heap = split_heap(func.body)
         self.lines = [self.signature(func, name) + " {"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..expr import NO_CODE, CCode, Tensor, Var
+from ..expr import NO_CODE, CCode, Tensor, Var, dag_free_vars
 from ..schedule import Schedule
 from .ir import Buffer, PrimFunc, Stmt
 from .lowering import Lowerer
@@ -23,7 +23,7 @@ class Lowered:
     pass, and feature extraction never needs it).
     """
 
-    __slots__ = ("name", "args", "nest", "loops", "sizes", "code", "_func")
+    __slots__ = ("name", "args", "nest", "loops", "sizes", "code", "scalars", "_func")
 
     def __init__(
         self,
@@ -33,8 +33,10 @@ class Lowered:
         loops: Stmt,
         sizes: tuple[Var, ...] = (),
         code: CCode = NO_CODE,
+        scalars: tuple[Var, ...] = (),
     ) -> None:
         self.name = name
+        self.scalars = scalars
         self.args = args
         self.sizes = sizes
         self.code = code
@@ -51,38 +53,53 @@ class Lowered:
         func = self._func
         if func is None:
             func = self._func = PrimFunc(
-                self.name, self.args, unroll(self.loops, self._ranges()), self.sizes, self.code
+                self.name, self.args, unroll(self.loops, self._ranges()), self.sizes, self.code, self.scalars
             )
         return func
 
 
 def lower_loops(
-    sched: Schedule, args: Sequence[Tensor], name: str = "default_function", gpu: bool = False
+    sched: Schedule,
+    args: Sequence[Tensor],
+    name: str = "default_function",
+    gpu: bool = False,
+    scalars: Sequence[Var] = (),
 ) -> Lowered:
-    """Lower ``sched`` over ``args`` up to explicit unrolling (see :class:`Lowered`).
+    """Lower ``sched`` over ``args`` up to explicit unrolling (see :class:`Lowered`); the kernel
+    takes the vars ``scalars`` (which its bodies may use) as parameters after its sizes.
 
     Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part
     without tail guards) and target checks (``gpu`` allows thread binding); the expansion of
     unrolled loops is left to :meth:`Lowered.func`.
     """
+    for v, stage in dag_free_vars(list(sched.source_outputs)).items():
+        if v not in scalars:
+            raise ValueError(
+                f"var {v.name!r} ({v.dtype}) of stage {stage!r} is bound by no loop or shape and is no "
+                "argument: list it in the arguments of build/lower/emit, where the caller passes its value"
+            )
     func = Lowerer(sched, args, name).run()
     sizes: Ranges = {v: (0, INF) for v in func.sizes}  # shape variables are never negative
     body = fold(func.body, dict(sizes))
     body = auto_unroll(body)
     body = partition(body, dict(sizes), sizes=frozenset(func.sizes))
     check_loops(body, gpu)  # unrolling only copies statements: the same loops are legal after it
-    return Lowered(func.name, func.args, func.body, body, func.sizes, func.code)
+    return Lowered(func.name, func.args, func.body, body, func.sizes, func.code, tuple(scalars))
 
 
 def lower(
-    sched: Schedule, args: Sequence[Tensor], name: str = "default_function", gpu: bool = False
+    sched: Schedule,
+    args: Sequence[Tensor],
+    name: str = "default_function",
+    gpu: bool = False,
+    scalars: Sequence[Var] = (),
 ) -> PrimFunc:
     """Lower ``sched`` over the arguments ``args`` (inputs, then outputs) to loop-nest IR.
 
     Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part
     without tail guards), explicit unrolling, and target checks (``gpu`` allows thread binding).
     """
-    return lower_loops(sched, args, name, gpu).func()
+    return lower_loops(sched, args, name, gpu, scalars).func()
 
 
 __all__ = ["lower", "lower_loops", "Lowered", "PrimFunc"]

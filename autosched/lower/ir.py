@@ -148,18 +148,20 @@ class Evaluate(Stmt):
 @dataclass(frozen=True, slots=True)
 class PrimFunc:
     """A lowered kernel: its arguments in call order, its body, and the shape variables its
-    buffers' shapes use (``int`` parameters after the buffers, in order of first appearance), and
-    the user C it calls (``code``: printed before it, linked with it)."""
+    buffers' shapes use (``int`` parameters after the buffers, in order of first appearance), the
+    user C it calls (``code``: printed before it, linked with it), and its scalar arguments
+    (``scalars``: parameters of their dtypes after the sizes)."""
 
     name: str
     args: tuple[Buffer, ...]
     body: Stmt
     sizes: tuple[Var, ...] = ()
     code: CCode = NO_CODE
+    scalars: tuple[Var, ...] = ()
 
     def __str__(self) -> str:
         sig = ", ".join(f"{b.name}: {b.dtype}{shape_str(b.shape)}" for b in self.args)
-        sig += "".join(f", {v.name}: {v.dtype}" for v in self.sizes)
+        sig += "".join(f", {v.name}: {v.dtype}" for v in (*self.sizes, *self.scalars))
         return "\n".join([f"func {self.name}({sig}) {{", *("  " + ln for ln in format_stmt(self.body)), "}"])
 
 

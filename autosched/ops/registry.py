@@ -241,7 +241,8 @@ class Workload:
         where = f"workload {self}"
         if not all(isinstance(t, Tensor) for t in tensors):
             kinds = [type(t).__name__ for t in tensors]
-            raise TypeError(f"{where} must return a list of tensors, got {kinds}")
+            hint = " (scalar arguments are for asc.build/lower/emit; a workload makes them constants)"
+            raise TypeError(f"{where} must return a list of tensors, got {kinds}" + hint * ("Var" in kinds))
         if len(tensors) < num_outputs:
             raise ValueError(f"{where} returned {len(tensors)} tensors but declares {num_outputs} outputs")
         inputs, outputs = tensors[: len(tensors) - num_outputs], tensors[len(tensors) - num_outputs :]

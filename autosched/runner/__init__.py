@@ -12,7 +12,7 @@ from .compile import (
     compile_shared,
     default_cache_dir,
 )
-from .kernel import ArgSpec, Kernel, flush_bytes
+from .kernel import ArgSpec, Kernel, ScalarArg, flush_bytes
 from .load import LoadError, elf_machine, load_kernel
 from .local_runner import LocalRunner, measure_batch
 from .measure import (
@@ -34,6 +34,7 @@ __all__ = [
     "CompileError",
     "CompilerNotFound",
     "Kernel",
+    "ScalarArg",
     "LoadError",
     "LocalBuilder",
     "LocalRunner",

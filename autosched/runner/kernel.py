@@ -14,8 +14,10 @@ Arrays are passed as pointers to C-contiguous data in the order of the :class:`A
 (inputs, then outputs). A kernel over symbolic shapes (``asc.size_var``) takes one more ``int``
 per shape variable after the arrays (and before ``number`` in the timing entries), in order of
 first appearance in the arguments' shapes; :class:`Kernel` reads their values from the arrays'
-shapes. Every argument is checked before any C code runs: all arrays must agree on every
-variable.
+shapes. A kernel with scalar arguments (``asc.var`` listed among the arguments: see
+:class:`ScalarArg`) takes their values after the sizes, in argument order, as C ``float``,
+``double``, ``int32_t`` or ``int64_t``; the caller passes each at its place in the argument list.
+Every argument is checked before any C code runs: all arrays must agree on every variable.
 """
 
 from __future__ import annotations
@@ -75,14 +77,29 @@ class ArgSpec:
         return f"{self.name}: {self.dtype}[{shape}]" + (" (output)" if self.is_output else "")
 
 
+@dataclass(frozen=True, slots=True)
+class ScalarArg:
+    """A scalar the caller passes at ``position`` of the call: a ``dtype`` value the kernel takes
+    as a C parameter after its sizes or, with ``is_size``, a shape variable listed among the
+    arguments (TVM's ``build(s, [A, n])``): checked against the arrays, not passed again."""
+
+    name: str
+    dtype: str
+    position: int
+    is_size: bool = False
+
+
 class CheckedArgs:
     """The argument check every kernel callable shares (C, OpenCL, CUDA): arrays, dtypes, shapes,
     layout and aliasing, before any device code runs."""
 
-    def __init__(self, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()) -> None:
+    def __init__(
+        self, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = (), scalars: Sequence[ScalarArg] = ()
+    ) -> None:
         self.name = name
         self.args = tuple(args)
         self.sizes = tuple(sizes)  # names of the shape variables, in C parameter order
+        self.scalars = tuple(scalars)  # at their places in the call; C takes them after the sizes
         self._where = size_sources(self.args, self.sizes)
         self._dtypes = [numpy_dtype(a.dtype) for a in self.args]
 
@@ -125,6 +142,33 @@ class CheckedArgs:
                     )
         return [env[n] for n in self.sizes]
 
+    def _prepare(self, values: Sequence[Any]) -> tuple[list[np.ndarray], list[int | float]]:
+        """Check a call's values (arrays and scalars at their places); return the arrays and the
+        C parameters after them (the sizes, then the scalar values)."""
+        if not self.scalars:
+            return list(values), list(self._check(values))
+        if len(values) != len(self.args) + len(self.scalars):
+            names = [a.name for a in self.args]
+            for sc in self.scalars:
+                names.insert(sc.position, sc.name)
+            raise TypeError(
+                f"kernel {self.name!r} takes {len(names)} arguments ({', '.join(names)}), got {len(values)}"
+            )
+        places = {sc.position: sc for sc in self.scalars}
+        arrays = [v for i, v in enumerate(values) if i not in places]
+        tail: list[int | float] = list(self._check(arrays))
+        env = dict(zip(self.sizes, tail, strict=True))
+        for sc in self.scalars:
+            value = _scalar_value(self.name, sc, values[sc.position])
+            if not sc.is_size:
+                tail.append(value)
+            elif value != env[sc.name]:
+                raise ValueError(
+                    f"kernel {self.name!r}: argument {sc.position} {sc.name!r} is {value} but the "
+                    f"arrays give {env[sc.name]}"
+                )
+        return arrays, tail
+
     def _bind(self, arrays: Sequence[np.ndarray]) -> dict[str, int]:
         """Values of the shape variables from the arrays (each array's rank is checked first);
         a ValueError names a variable that two arrays give different values."""
@@ -159,9 +203,15 @@ class Kernel(CheckedArgs):
     """
 
     def __init__(
-        self, ffi: Any, lib: Any, name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
+        self,
+        ffi: Any,
+        lib: Any,
+        name: str,
+        args: Sequence[ArgSpec],
+        sizes: Sequence[str] = (),
+        scalars: Sequence[ScalarArg] = (),
     ) -> None:
-        super().__init__(name, args, sizes)
+        super().__init__(name, args, sizes, scalars)
         self._ffi = ffi
         self._lib = lib
         self._func = getattr(lib, name)
@@ -172,14 +222,15 @@ class Kernel(CheckedArgs):
     def _pointers(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         return [self._ffi.from_buffer(a) for a in arrays]
 
-    def __call__(self, *arrays: np.ndarray) -> None:
-        """Run the kernel once on ``arrays`` (inputs, then outputs), writing the outputs in place."""
-        sizes = self._check(arrays)
-        if self._func(*self._pointers(arrays), *sizes) != 0:
+    def __call__(self, *values: Any) -> None:
+        """Run the kernel once on ``values`` (arrays: inputs, then outputs; scalars at their places),
+        writing the outputs in place."""
+        arrays, tail = self._prepare(values)
+        if self._func(*self._pointers(arrays), *tail) != 0:
             raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
 
     def time(
-        self, *arrays: np.ndarray, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0
+        self, *values: Any, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0
     ) -> list[float]:
         """Seconds per call, one value per repeat, measured inside C with a monotonic clock.
 
@@ -188,8 +239,8 @@ class Kernel(CheckedArgs):
         long; the number used is kept in :attr:`last_number`.
         """
         _check_counts(number, repeat, min_repeat_ms)
-        sizes = self._check(arrays)
-        pointers = [*self._pointers(arrays), *sizes]
+        arrays, tail = self._prepare(values)
+        pointers = [*self._pointers(arrays), *tail]
         if min_repeat_ms > 0:
             number = self._calibrate(pointers, number, min_repeat_ms / 1e3)
         self.last_number = number
@@ -197,7 +248,7 @@ class Kernel(CheckedArgs):
 
     def bench(
         self,
-        *arrays: np.ndarray,
+        *values: Any,
         number: int = 1,
         repeat: int = 3,
         min_repeat_ms: float = 0,
@@ -216,14 +267,14 @@ class Kernel(CheckedArgs):
             raise ValueError(f"cooldown_ms must be >= 0, got {cooldown_ms!r}")
         if self._bench is None:
             raise RuntimeError(f"kernel {self.name!r}: its library has no {self.name}__bench entry")
-        sizes = self._check(arrays)
+        arrays, tail = self._prepare(values)
         ffi = self._ffi
         times = ffi.new("double[]", repeat)
         flush = _flush_buffer() if flush_cache else None
         flush_ptr = ffi.from_buffer(flush) if flush is not None else ffi.NULL
         flush_len = flush.size if flush is not None else 0
         args = (number, repeat, float(min_repeat_ms), flush_ptr, flush_len, float(cooldown_ms), times)
-        got = int(self._bench(*self._pointers(arrays), *sizes, *args))
+        got = int(self._bench(*self._pointers(arrays), *tail, *args))
         if got < 0:
             raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
         self.last_number = got
@@ -260,6 +311,21 @@ def size_sources(args: Sequence[ArgSpec], sizes: Sequence[str]) -> dict[str, lis
             "each variable's value from a dimension that is exactly that variable"
         )
     return where
+
+
+def _scalar_value(kernel: str, sc: ScalarArg, value: Any) -> int | float:
+    """A scalar argument's value as Python passes it to C; a wrong type or an overflow is one line."""
+    d = _dtype(sc.dtype)
+    what = f"kernel {kernel!r}: argument {sc.position} {sc.name!r} is a {sc.dtype} scalar"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what}, got {type(value).__name__} {value!r}")
+    if d.is_float:
+        return float(value)
+    if not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what}, got a {type(value).__name__} {value!r}; pass an int")
+    if not -(1 << (d.bits - 1)) <= int(value) < 1 << (d.bits - 1):
+        raise ValueError(f"{what}, got {value}, which overflows it")
+    return int(value)
 
 
 def _check_counts(number: int, repeat: int, min_repeat_ms: float) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import cffi
 
+from ..dtypes import dtype as dtype_info
 from ..hardware import host_arch
-from .kernel import ArgSpec, Kernel
+from .kernel import ArgSpec, Kernel, ScalarArg
 
 
 class LoadError(RuntimeError):
@@ -39,18 +40,23 @@ def elf_machine(path: str | Path) -> str | None:
 
 # Loaded libraries are never closed: unloading a library whose OpenMP threads are still alive
 # (libgomp keeps its thread pool) crashes the process later. Libraries are small and cached.
-_LOADED: dict[tuple[str, str, int, int], tuple[cffi.FFI, object]] = {}
+_LOADED: dict[tuple[str, str, int, int, tuple[str, ...]], tuple[cffi.FFI, object]] = {}
 
 
 def load_kernel(
-    lib_path: str | Path, func_name: str, args: Sequence[ArgSpec], sizes: Sequence[str] = ()
+    lib_path: str | Path,
+    func_name: str,
+    args: Sequence[ArgSpec],
+    sizes: Sequence[str] = (),
+    scalars: Sequence[ScalarArg] = (),
 ) -> Kernel:
     """Load kernel ``func_name`` and its ``func_name__time`` entry point from a shared library
     (and ``func_name__bench`` where the library has it: emitted libraries do).
 
     Raises :class:`LoadError` if the library is missing, was built for another machine (a
     cross-compiled kernel runs only on its board) or lacks either function. ``sizes`` names the
-    kernel's ``int`` size parameters after the arrays (a kernel over symbolic shapes).
+    kernel's ``int`` size parameters after the arrays (a kernel over symbolic shapes); ``scalars``
+    are its scalar arguments (those not ``is_size`` are C parameters after the sizes).
     """
     path = Path(lib_path)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", func_name):
@@ -63,8 +69,10 @@ def load_kernel(
             f"{path} is built for {machine} but this host is {host_arch()}: a cross-compiled "
             "kernel cannot be loaded here; run it on its board"
         )
+    ctypes = tuple(dtype_info(sc.dtype).c_name for sc in scalars if not sc.is_size)
     pointers = "".join(["void *, "] * len(args)) + "".join(["int, "] * len(sizes))
-    key = (str(path.resolve()), func_name, len(args), len(sizes))
+    pointers += "".join(f"{c}, " for c in ctypes)
+    key = (str(path.resolve()), func_name, len(args), len(sizes), ctypes)
     loaded = _LOADED.get(key)
     if loaded is None:
         ffi = cffi.FFI()
@@ -81,6 +89,6 @@ def load_kernel(
         _LOADED[key] = loaded
     ffi, lib = loaded
     try:
-        return Kernel(ffi, lib, func_name, args, sizes)
+        return Kernel(ffi, lib, func_name, args, sizes, scalars)
     except AttributeError as e:
         raise LoadError(f"{path} lacks a symbol the kernel needs: {e}") from None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 from .dag import topo_order
 from .extent import evaluate, extent_vars
 from .nodes import Const, Expr, Extent, IterVar, Load, Reduce, Var
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
-from .traverse import rewrite, substitute
+from .tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor
+from .traverse import rewrite, substitute, walk
 
 
 def shape_vars(args: Sequence[Tensor]) -> list[Var]:
@@ -31,6 +32,34 @@ def dag_shape_vars(outputs: Sequence[Tensor]) -> list[Var]:
             if v not in out:
                 out.append(v)
     return out
+
+
+def dag_free_vars(outputs: Sequence[Tensor]) -> dict[Var, str]:
+    """The vars the DAG's compute bodies use that no loop binds and no shape has (the values a
+    kernel takes as scalar arguments), each with the name of the first stage that uses it.
+    Remembered for the last DAGs asked about (lowering asks for every candidate)."""
+    return dict(_free_vars(tuple(outputs)))
+
+
+@functools.lru_cache(maxsize=64)
+def _free_vars(outputs: tuple[Tensor, ...]) -> tuple[tuple[Var, str], ...]:
+    ops: list[ComputeOp] = []
+    for op in topo_order(outputs):
+        if isinstance(op, ComputeOp):
+            ops.append(op)
+        elif isinstance(op, ScanOp):
+            ops.extend(op.parts)
+    bound = {iv.var for op in ops for iv in (*op.axis, *op.reduce_axis)}
+    bound.update(dag_shape_vars(outputs))
+    out: dict[Var, str] = {}
+    for op in ops:
+        for body in op.bodies:
+            for e in walk(body):
+                if isinstance(e, Reduce):
+                    bound.update(iv.var for iv in e.axis)
+                elif isinstance(e, Var) and e not in bound:
+                    out.setdefault(e, op.name)
+    return tuple(out.items())
 
 
 def bind(outputs: Sequence[Tensor], sizes: Mapping[str, int]) -> list[Tensor]:

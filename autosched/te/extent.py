@@ -13,26 +13,30 @@ from ..dtypes import dtype as _dtype
 from .nodes import BinOp, Cast, Const, Expr, Extent, Var, binary
 from .traverse import children
 
+#: dtypes a var may have: integers (shape variables or scalar arguments) and floats (scalar arguments)
+VAR_DTYPES = ("int32", "int64", "float32", "float64")
+
 
 def var(name: str = "tindex", dtype: str = "int32") -> Var:
-    """A symbolic integer (TVM's ``te.var``): usable in shapes and in expressions."""
+    """A symbolic value (TVM's ``te.var``). An integer var may be a shape variable (a kernel reads
+    its value from the arrays) or, like a float var, a scalar argument: listed in the arguments of
+    ``asc.build`` / ``asc.lower`` / ``asc.emit``, the kernel takes its value at that position."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"var names must be non-empty strings, got {name!r}")
     d = _dtype(dtype)
-    if d.is_float or d.name == "bool":
-        raise TypeError(
-            f"var {name!r}: a var is a shape variable and must have an integer dtype, got {dtype}; "
-            "float scalar kernel arguments are not supported: use a constant or a one-element placeholder"
-        )
+    if d.name not in VAR_DTYPES:
+        raise TypeError(f"var {name!r}: dtype {dtype} is not supported; use one of {', '.join(VAR_DTYPES)}")
     return Var(name, d.name)
 
 
 def size_var(name: str = "size", dtype: str = "int32") -> Var:
-    """A symbolic size (TVM's ``te.size_var``): a :func:`var` known to be non-negative.
+    """A symbolic size (TVM's ``te.size_var``): an integer :func:`var` known to be non-negative.
 
     Here every shape variable is a size (a built kernel reads it from an array's shape, which is
     never negative), so this is :func:`var` under TVM's name.
     """
+    if _dtype(dtype).is_float:
+        raise TypeError(f"size_var {name!r}: a size must have an integer dtype, got {dtype}")
     return var(name, dtype)
 
 
@@ -83,7 +87,10 @@ def check_extent(e: object, what: str) -> Extent:
         raise ValueError(f"{what}: a loop axis cannot be an extent; use a var or an int")
     if isinstance(e, Expr):
         if _dtype(e.dtype).is_float or e.dtype == "bool":
-            raise ValueError(f"{what}: extents must be integer expressions, got {e.dtype} {e}")
+            raise ValueError(
+                f"{what}: extents must be integer expressions, got {e.dtype} {e} "
+                "(a float var is a scalar argument, not a size)"
+            )
         if isinstance(e, Const):
             return check_extent(int(e.value), what)
         return e

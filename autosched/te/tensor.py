@@ -327,6 +327,12 @@ def _check_shape(shape: Iterable[Any] | Extent, name: str) -> tuple[Extent, ...]
             "(use one compute per shape)"
         )
     shp = tuple(_extent(s, f"tensor {name!r}: shape {raw}") for s in raw)
+    floats = [s for s in shp if isinstance(s, Expr) and _dtype(s.dtype).is_float]
+    if floats:
+        raise ValueError(
+            f"tensor {name!r}: shape entries must be positive ints or integer expressions, got "
+            f"{floats[0].dtype} {floats[0]} (a float var is a scalar argument, not a size)"
+        )
     try:
         return tuple(check_extent(s, f"tensor {name!r}") for s in shp)
     except ValueError:
@@ -396,12 +402,7 @@ def compute(
     clash = sorted(shape_vars & set(all_names))
     if clash:
         raise ValueError(f"compute {name!r}: axis names {clash} are also shape variables; rename the axes")
-    free = {v.name for b in bodies for v in walk(b) if isinstance(v, Var)} - set(all_names) - shape_vars
-    if free:
-        raise ValueError(
-            f"compute {name!r}: body uses variables not bound by it: {sorted(free)} (a shape "
-            "variable must appear in the shape of this tensor, of a tensor it reads or of a reduce axis)"
-        )
+    # other free vars are scalar arguments: lowering checks that the kernel's arguments list them
     op = ComputeOp(name, axis, body, tag, dict(attrs or {}), bodies[1:])
     if is_tuple:
         return [op.output(i) for i in range(op.num_outputs)]

@@ -1,0 +1,1 @@
+"""Counterparts of TVM's ``tvm.contrib`` wrappers (``from autosched.contrib import cblas``)."""
