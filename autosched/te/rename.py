@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from .nodes import Expr, Load
 from .tensor import ComputeOp, Operation, PlaceholderOp, ScanOp, Tensor
-from .traverse import rewrite, walk
+from .traverse import rewrite
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,10 +40,6 @@ class Renamed:
 
 def _inputs(op: Operation) -> Iterator[Operation]:
     """Every operation ``op`` reads, a scan's states, inits and body included, in a fixed order."""
-    if isinstance(op, ComputeOp):  # not ``input_tensors``: it tells the tensors apart by name
-        for body in op.bodies:
-            yield from (node.tensor.op for node in walk(body) if isinstance(node, Load))
-        return
     if isinstance(op, ScanOp):
         for t in (*op.states, *op.inits):
             yield t.op
