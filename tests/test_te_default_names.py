@@ -15,7 +15,7 @@ import autosched as asc
 from autosched.expr import dag_key, unique_names
 from autosched.ops.registry import get_workload
 from autosched.schedule import Schedule
-from autosched.schedule.steps import steps_from_json, steps_to_json
+from autosched.schedule.steps import SplitStep, steps_from_json, steps_to_json
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -120,6 +120,20 @@ def test_cache_read_and_rfactor_take_the_users_tensors() -> None:
     _check_chain(s, A, C)
 
 
+def test_create_group_takes_the_users_tensors() -> None:
+    A, B, C = _chain()
+    D = asc.compute((12,), lambda i: C[i] * 3)
+    s = asc.create_schedule(D.op)
+    g = s.create_group(outputs=C, inputs=A)
+    assert g.members == ("compute", "compute_1") and s[D].name == "compute_2"
+    xo, _ = s[D].split(D.op.axis[0], factor=4)
+    g.compute_at(s[D], xo)
+    a = np.random.default_rng(3).random((12, 8), dtype=np.float32)
+    d = np.zeros(12, np.float32)
+    asc.build(s, [A, D], target="c")(a, d)
+    np.testing.assert_allclose(d, ((a * 2 + 1) * a).sum(axis=1) * 3, rtol=1e-5)
+
+
 def test_two_unnamed_placeholders_follow_the_argument_list() -> None:
     A = asc.placeholder((7,))
     B = asc.placeholder((7,))
@@ -143,6 +157,10 @@ def test_a_user_workload_with_unnamed_stages_builds_and_keeps_its_call_order() -
     assert [t.name for t in w.tensors()] == ["placeholder", "placeholder_1", "compute"]
     a, b = np.arange(5, dtype=np.float32), np.ones(5, np.float32)
     np.testing.assert_array_equal(w.evaluate(a, b)[0], a - b)
+    task = asc.Task("test_names_two_inputs", (5,), target="c")
+    c = np.zeros(5, np.float32)
+    task.build([SplitStep("compute", "i", 2, None)])(a, b, c)
+    np.testing.assert_array_equal(c, a - b)
 
 
 def test_steps_on_a_renamed_stage_replay_in_another_process() -> None:
