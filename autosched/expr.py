@@ -81,6 +81,7 @@ from .te.nodes import (
 )
 from .te.packed import FUNCS, HOOK_SETTER, PACKED_PREFIX, SITES, register_func
 from .te.reducers import CommReducer, Reducer, comm_reducer, max_value, min_value
+from .te.rename import Renamed, unique_names
 from .te.scan import scan
 from .te.tensor import (
     ComputeOp,
@@ -145,6 +146,7 @@ __all__ = [
     "Operation",
     "PlaceholderOp",
     "Reduce",
+    "Renamed",
     "Select",
     "Tensor",
     "Var",
@@ -193,6 +195,7 @@ __all__ = [
     "substitute",
     "sum",
     "tanh",
+    "unique_names",
     "to_str",
     "topo_order",
     "var",

@@ -85,16 +85,6 @@ def test_select_indexmod_and_expr_equal() -> None:
     np.testing.assert_array_equal(b, np.where(i % 3 == 0, a, a[i // 2] * 2))
 
 
-def test_two_operations_with_one_name_are_an_error() -> None:
-    X = asc.placeholder((4, 3), name="X")
-    state = asc.placeholder((4, 3))
-    init = asc.compute((1, 3), lambda _, i: X[0, i])
-    update = asc.compute((4, 3), lambda t, i: state[t - 1, i] + X[t, i])
-    res = asc.scan(init, update, state, inputs=[X])
-    with pytest.raises(asc.ScheduleError, match="two operations of this DAG are named 'compute'"):
-        asc.create_schedule(res.op)
-
-
 @pytest.mark.requires("pyopencl")
 @pytest.mark.parametrize(("rows", "cols", "threads"), [(40, 100, 16), (7, 33, 8)])
 def test_store_predicate_on_the_thread_axis_of_a_cross_thread_reduction(
@@ -134,3 +124,4 @@ def test_tvm_names_without_a_counterpart_say_what_to_write() -> None:
     c = asc.compute((4,), lambda i: a[i] * 2, name="c")
     with pytest.raises(TypeError, match="C body"):
         asc.decl_tensor_intrin(c.op, lambda ins, outs: outs[0].access_ptr("w"), name="twice4")
+

@@ -70,7 +70,8 @@ def lower_loops(
 
     Passes: guard folding under loop ranges, auto-unroll marking, loop partitioning (main part
     without tail guards) and target checks (``gpu`` allows thread binding); the expansion of
-    unrolled loops is left to :meth:`Lowered.func`.
+    unrolled loops is left to :meth:`Lowered.func`. The caller's tensors in ``args`` stand for
+    the schedule's copies of them where the schedule renamed operations that shared a name.
     """
     for v, stage in dag_free_vars(list(sched.source_outputs)).items():
         if v not in scalars:
@@ -78,7 +79,7 @@ def lower_loops(
                 f"var {v.name!r} ({v.dtype}) of stage {stage!r} is bound by no loop or shape and is no "
                 "argument: list it in the arguments of build/lower/emit, where the caller passes its value"
             )
-    func = Lowerer(sched, args, name).run()
+    func = Lowerer(sched, [sched.tensor(t) for t in args], name).run()
     sizes: Ranges = {v: (0, INF) for v in func.sizes}  # shape variables are never negative
     body = fold(func.body, dict(sizes))
     body = auto_unroll(body)

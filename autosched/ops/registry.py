@@ -27,7 +27,16 @@ import numpy as np
 
 from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
-from ..expr import ComputeOp, PlaceholderOp, Tensor, dag_key, size_var, static_shape, topo_order
+from ..expr import (
+    ComputeOp,
+    PlaceholderOp,
+    Tensor,
+    dag_key,
+    size_var,
+    static_shape,
+    topo_order,
+    unique_names,
+)
 from ..flops import count_flops
 from ..reference import evaluate
 
@@ -188,6 +197,15 @@ def _normalize(defn: WorkloadDef, args: Sequence[Any], kwargs: Mapping[str, Any]
     return tuple(out)
 
 
+def _unique(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The workload's tensors over a DAG whose operations' names differ (``unique_names``, with
+    the arguments in call order as the roots); anything else as given, for ``_check`` to refuse."""
+    if not all(isinstance(t, Tensor) for t in items):
+        return items
+    renamed = unique_names(list(items))
+    return tuple(renamed.tensor(t) for t in items)
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A registered workload instantiated with arguments: the unit that is tuned and recorded.
@@ -213,7 +231,7 @@ class Workload:
         tensors = self._tensors
         if tensors is None:
             defn = self.definition
-            tensors = tuple(defn.func(*self.args))
+            tensors = _unique(tuple(defn.func(*self.args)))
             self._check(tensors, defn.num_outputs)
             object.__setattr__(self, "_tensors", tensors)
         return list(tensors)
@@ -231,7 +249,7 @@ class Workload:
         values = {p: a for p, a in zip(params, self.args, strict=True) if type(a) is int}
         args = [size_var(p) if p in values else a for p, a in zip(params, self.args, strict=True)]
         try:
-            tensors = tuple(self.definition.func(*args))
+            tensors = _unique(tuple(self.definition.func(*args)))
         except (TypeError, ValueError) as e:
             raise ValueError(f"workload {self} cannot take symbolic sizes {sorted(values)}: {e}") from None
         self._check(tensors, self.definition.num_outputs)

@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..expr import IterVar, Operation, ScanOp, Tensor, as_tensors, topo_order
+from ..expr import IterVar, Operation, ScanOp, Tensor, as_tensors, topo_order, unique_names
 from . import steps as st
 from .group import StageGroup, group_members
 from .primitives import HANDLERS
@@ -24,22 +24,35 @@ class Schedule:
     """A DAG of operations and the steps applied to it; ``s[T]`` gives a tensor's stage."""
 
     def __init__(self, outputs: Sequence[Tensor]) -> None:
-        self.outputs: tuple[str, ...] = tuple(dict.fromkeys(t.op.name for t in outputs))
-        self.source_outputs = tuple(outputs)
+        #: the DAG with unique operation names; ``tensor`` maps the caller's tensors onto it
+        self.renamed = unique_names(outputs)
+        self.source_outputs = self.renamed.outputs
+        self.outputs: tuple[str, ...] = tuple(dict.fromkeys(t.op.name for t in self.source_outputs))
         self.stages: dict[str, Stage] = {}
-        for op in topo_order(outputs):
+        for op in topo_order(self.source_outputs):
             parts = op.parts if isinstance(op, ScanOp) else ()  # stages of the scan's init and body
             for part in (*parts, op):
-                if part.name in self.stages:
-                    _check_same_op(self.stages[part.name].op, part)
-                    continue
-                stage = Stage(self, part)
-                stage.reset(part)
-                self.stages[part.name] = stage
+                if part.name not in self.stages:
+                    stage = Stage(self, part)
+                    stage.reset(part)
+                    self.stages[part.name] = stage
         self.steps: list[st.Step] = []
 
+    def tensor(self, t: Tensor) -> Tensor:
+        """This schedule's tensor for the caller's ``t``: its copy when two operations of the DAG
+        shared ``t``'s name (see :func:`~autosched.expr.unique_names`), else ``t``."""
+        return self.renamed.tensor(t)
+
+    def stage_name(self, t: Tensor | Operation | Stage | str) -> str:
+        """The name of the stage of a tensor, an operation (the caller's or the schedule's) or a stage."""
+        if isinstance(t, str):
+            return t
+        if isinstance(t, Stage):
+            return t.name
+        return self.renamed.op(t.op if isinstance(t, Tensor) else t).name
+
     def __getitem__(self, t: Tensor | Operation | str) -> Stage:
-        name = t if isinstance(t, str) else t.op.name if isinstance(t, Tensor) else t.name
+        name = self.stage_name(t)
         try:
             return self.stages[name]
         except KeyError:
@@ -52,25 +65,29 @@ class Schedule:
         Every output of a tuple compute moves to the cache together; given a list of outputs (as
         TVM takes them) the result is the list of their caches, else the one cache tensor."""
         given = [tensor] if isinstance(tensor, Tensor) else list(tensor)
-        if not given or len({t.op.name for t in given}) != 1:
+        names = {self.stage_name(t) for t in given}
+        if len(names) != 1:
             raise ScheduleError("cache_write: give one tensor, or outputs of one tuple compute")
-        self.apply(st.CacheWriteStep(given[0].op.name, scope))
-        cache = self.stages[f"{given[0].op.name}.{scope}"].op
+        name = names.pop()
+        self.apply(st.CacheWriteStep(name, scope))
+        cache = self.stages[f"{name}.{scope}"].op
         caches = [cache.output(t.value_index) for t in given]
         return caches[0] if isinstance(tensor, Tensor) else caches
 
     def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Operation | Stage]) -> Tensor:
         """Copy ``tensor`` into a new ``<name>.<scope>`` stage that ``readers`` read instead (all
         outputs of a tuple compute are copied, in one stage; the result is ``tensor``'s copy)."""
-        names = tuple(r.op.name if isinstance(r, Tensor) else r.name for r in readers)
-        self.apply(st.CacheReadStep(tensor.op.name, scope, names))
-        return self.stages[f"{tensor.op.name}.{scope}"].op.output(tensor.value_index)
+        names = tuple(self.stage_name(r) for r in readers)
+        name = self.stage_name(tensor)
+        self.apply(st.CacheReadStep(name, scope, names))
+        return self.stages[f"{name}.{scope}"].op.output(tensor.value_index)
 
     def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Any:
         """Turn reduce loop ``axis`` into a data axis of a new ``<name>.rf`` stage of partial results
         (the rf tensor; for a tuple reduction such as argmax, the list of its outputs, as TVM)."""
-        self.apply(st.RfactorStep(tensor.op.name, axis_name(axis), int(factor_axis)))
-        rf = self.stages[f"{tensor.op.name}.rf"].op
+        name = self.stage_name(tensor)
+        self.apply(st.RfactorStep(name, axis_name(axis), int(factor_axis)))
+        rf = self.stages[f"{name}.rf"].op
         return rf.output(0) if rf.num_outputs == 1 else [rf.output(k) for k in range(rf.num_outputs)]
 
     def normalize(self) -> Schedule:
@@ -85,7 +102,9 @@ class Schedule:
     ) -> StageGroup:
         """The stages from ``inputs`` (excluded unless ``include_inputs``) to ``outputs``, to attach
         together (``g.compute_at(s[D], x)``); each member records its own step."""
-        return StageGroup(self, group_members(self, outputs, inputs, include_inputs))
+        ins = None if inputs is None else [self.tensor(t) for t in as_tensors(inputs)]
+        outs = [self.tensor(t) for t in as_tensors(outputs)]
+        return StageGroup(self, group_members(self, outs, ins, include_inputs))
 
     # -- replay
     @classmethod
@@ -149,15 +168,6 @@ class Schedule:
             for s in self.stages.values()
             if not s.is_placeholder and any(t.op.name == name for t in s.op.input_tensors)
         ]
-
-
-def _check_same_op(seen: Operation, op: Operation) -> None:
-    """Stages are keyed by name: two operations of one DAG may not share one (TVM allows it)."""
-    if seen is not op:
-        raise ScheduleError(
-            f"two operations of this DAG are named {op.name!r} (a default name?): give each "
-            f"placeholder and compute its own name= (autosched keys stages by name)"
-        )
 
 
 def create_schedule(outputs: Tensor | Operation | Sequence[Tensor | Operation]) -> Schedule:

@@ -11,7 +11,8 @@
     ir_builder the statements of an extern body and their builder            (nodes, buffer)
     packed     register_func; the C call sites of Python callbacks          (buffer)
     extern     extern, call_packed, call_intrin                  (tensor, ir_builder, packed)
-    dag        topo_order, op_to_str, dag_key                               (nodes, tensor)
+    rename     unique_names: a copy of a DAG whose operations' names differ (tensor, traverse)
+    dag        topo_order, op_to_str, dag_key                       (nodes, tensor, rename)
     intrin     decl_tensor_intrin, TensorIntrin, CImpl                       (nodes, tensor, dag)
 
 Users and the rest of autosched import these names from :mod:`autosched.expr`, which re-exports

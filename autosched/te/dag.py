@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from .ir_builder import format_extern
 from .nodes import to_str
+from .rename import unique_names
 from .tensor import ComputeOp, ExternOp, Operation, PlaceholderOp, ScanOp, Tensor
 
 
@@ -71,6 +72,9 @@ def op_to_str(op: Operation) -> str:
 
 
 def dag_key(outputs: Sequence[Tensor]) -> str:
-    """A structural hash of the DAG behind ``outputs``: stable across runs and processes."""
-    text = "\n".join(op_to_str(op) for op in topo_order(outputs))
+    """A structural hash of the DAG behind ``outputs``: stable across runs and processes.
+
+    Operations that share a name are hashed under the names :func:`unique_names` gives them (from
+    the DAG alone); a DAG without a repeated name hashes its names as written."""
+    text = "\n".join(op_to_str(op) for op in topo_order(unique_names(outputs).outputs))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -191,11 +191,13 @@ class ExternOp(NoLoops):
 
 
 def _loaded(bodies: Iterable[Expr]) -> tuple[Tensor, ...]:
-    seen: dict[str, Tensor] = {}
+    """The tensors the bodies load, in first-load order; told apart by identity, not by name (two
+    operations of a DAG may share a name until a schedule renames them)."""
+    seen: dict[tuple[int, int], Tensor] = {}
     for body in bodies:
         for node in walk(body):
-            if isinstance(node, Load) and node.tensor.name not in seen:
-                seen[node.tensor.name] = node.tensor
+            if isinstance(node, Load):
+                seen.setdefault((id(node.tensor.op), node.tensor.value_index), node.tensor)
     return tuple(seen.values())
 
 
