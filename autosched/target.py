@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from .devices import DeviceNotFound, check_device_type, check_platform_name, cuda_limits, opencl_limits
+from .diagnostics import printable
 from .dtypes import dtype as _dtype
 from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_size
 
@@ -294,9 +295,26 @@ _HARDWARE = frozenset({"max_threads_per_block", "shared_memory_bytes", "warp_siz
 # Target
 
 
+class _TvmStyle(type):
+    """Lets ``Target(target="c", host="c")`` (TVM's constructor) read a target string."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if "target" not in kwargs and "host" not in kwargs:
+            return super().__call__(*args, **kwargs)
+        spec, host = kwargs.pop("target", None), kwargs.pop("host", None)
+        if args or kwargs or not isinstance(spec, (str, Target)):
+            raise TargetError("Target(target=STRING, host=None) takes a target string and nothing else")
+        target = Target.parse(spec)
+        if host is not None and Target.parse(host).kind != "c":
+            raise TargetError(f"a target's host is a c target (this machine's CPU), not {printable(host)}")
+        return target
+
+
 @dataclass(frozen=True, slots=True)
-class Target:
-    """A fully specified target. Build one with :meth:`Target.parse`; fields a kind does not use are None."""
+class Target(metaclass=_TvmStyle):
+    """A fully specified target. Build one with :meth:`Target.parse` (or TVM's ``Target(target=STRING,
+    host=...)``: the host, the CPU that launches GPU kernels, is always this machine's C compiler);
+    fields a kind does not use are None."""
 
     kind: str
     cc: str | None = None

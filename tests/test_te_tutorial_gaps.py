@@ -125,3 +125,22 @@ def test_tvm_names_without_a_counterpart_say_what_to_write() -> None:
     with pytest.raises(TypeError, match="C body"):
         asc.decl_tensor_intrin(c.op, lambda ins, outs: outs[0].access_ptr("w"), name="twice4")
 
+
+def test_tvm_target_constructor_and_pragmas_from_tvm() -> None:
+    tgt = asc.Target(target="c", host="c")  # TVM's getting-started guide
+    assert tgt == asc.Target.parse("c")
+    with pytest.raises(asc.TargetError, match="host is a c target"):
+        asc.Target(target="c", host="cuda")
+    a = asc.placeholder((16,), name="a")
+    b = asc.compute((16,), lambda i: a[i] + 1, name="b")
+    s = asc.create_schedule(b.op)
+    f = asc.build(s, [a, b], tgt, name="myadd")
+    x, y = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    f(x, y)
+    np.testing.assert_array_equal(y, x + 1)
+    with pytest.raises(asc.ScheduleError, match="no LLVM here"):  # the tensorize tutorial's import
+        s[b].pragma(b.op.axis[0], "import_llvm", "; LLVM IR")
+    with pytest.raises(asc.ScheduleError, match="unknown pragma 'unroll_explicit'"):
+        s[b].pragma(b.op.axis[0], "unroll_explicit", 1)
+    with pytest.raises(asc.ScheduleError, match="takes an integer"):
+        s[b].pragma(b.op.axis[0], "auto_unroll_max_step", "8")

@@ -10,10 +10,12 @@ they accept, and :class:`ScheduleError`. It knows its schedule only through :cla
 from __future__ import annotations
 
 import json
+import operator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..diagnostics import printable
 from ..expr import ComputeOp, Expr, IterVar, Operation, PlaceholderOp, Var, as_expr, substitute
 from ..te.intrin import INTRINS, TensorIntrin
 from ..te.serial import expr_to_json
@@ -207,7 +209,18 @@ class Stage:
 
     def pragma(self, axis: IterVar | str, key: str, value: int) -> None:
         """Attach a pragma; ``auto_unroll_max_step`` unrolls inner loops up to that many iterations."""
-        self.schedule.apply(st.PragmaStep(self.name, axis_name(axis), key, int(value)))
+        if key == "import_llvm":
+            raise ScheduleError(
+                "pragma 'import_llvm': there is no LLVM here; put the C of a tensor intrinsic in its "
+                "implementation (fcompute's C body, or asc.intrin.CImpl(preamble=...) for file-scope C)"
+            )
+        if key not in PRAGMAS:
+            raise ScheduleError(f"unknown pragma {key!r}; known: {', '.join(PRAGMAS)}")
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise ScheduleError(f"pragma {key} takes an integer, got {printable(repr(value), 60)}") from None
+        self.schedule.apply(st.PragmaStep(self.name, axis_name(axis), key, number))
 
     def tensorize(self, axis: IterVar | str, intrin: TensorIntrin) -> None:
         """Replace loop ``axis`` and the loops inside it by a call of ``intrin`` (checked against
