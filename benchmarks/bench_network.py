@@ -45,7 +45,7 @@ clean_blas_env()
 import numpy as np  # noqa: E402  (after clean_blas_env)
 
 import autosched as asc  # noqa: E402
-from autosched.graph import epilogue  # noqa: E402
+from autosched.graph import epilogue, layout  # noqa: E402
 from autosched.graph.export import export_network, write_network  # noqa: E402
 from autosched.ops.schedules import SCHEDULES  # noqa: E402
 from autosched.records import is_remeasurement, load_records  # noqa: E402
@@ -58,12 +58,25 @@ from torch_onnx import torch_runner  # noqa: E402
 
 def naive_conv_network(graph: asc.graph.Graph, target: str) -> asc.graph.Network:
     """The untuned network with the fused convolutions on the naive schedule (epilogue inlined)."""
-    hand = SCHEDULES["fused_conv2d"]
-    SCHEDULES["fused_conv2d"] = epilogue.inline_default
+    names = ("fused_conv2d", "fused_conv2d_packed")
+    hand = {name: SCHEDULES[name] for name in names}
+    SCHEDULES.update(dict.fromkeys(names, epilogue.inline_default))
     try:
         return asc.build_network(graph, target=target)
     finally:
-        SCHEDULES["fused_conv2d"] = hand
+        SCHEDULES.update(hand)
+
+
+def unpacked_network(graph: asc.graph.Graph, target: str) -> asc.graph.Network:
+    """The untuned network with the convolution kernels as the model has them (K, C, R, S): the
+    hand-written NCHW direct convolution vectorized along output rows, as before weights were
+    packed by output-channel blocks (``autosched.graph.layout``)."""
+    packs = layout.packs_weights
+    layout.packs_weights = lambda _target: False
+    try:
+        return asc.build_network(graph, target=target)
+    finally:
+        layout.packs_weights = packs
 
 
 def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target: str) -> dict[str, Any]:
@@ -104,7 +117,7 @@ def curve_from_log(graph: asc.graph.Graph, log: Path, target: str, step: int = 1
     scheduler computes it (sum of weight x each task's best median so far; inf while a task has
     none): the curve of a run that is resumed here rather than tuned."""
     tasks = asc.graph.network_tasks(graph, target)
-    weights = {t.workload: t.weight for t in asc.graph.extract_tasks(graph)}
+    weights = {t.workload: t.weight for t in asc.graph.extract_tasks(graph, target)}
     index = {(t.workload.key, str(t.target)): i for i, t in enumerate(tasks)}
     best = [math.inf] * len(tasks)
     curve = []
@@ -168,6 +181,7 @@ def main() -> None:
     t0 = time.perf_counter()
     nets["untuned (hand-written conv default)"] = asc.build_network(graph, target=target)
     build_untuned = time.perf_counter() - t0
+    nets["untuned (hand-written conv default, kernels not packed)"] = unpacked_network(graph, target)
     nets["untuned (naive conv default)"] = naive_conv_network(graph, target)
     args.logs.mkdir(parents=True, exist_ok=True)
     tuned: list[dict[str, Any]] = []

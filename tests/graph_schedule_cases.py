@@ -24,6 +24,11 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         ("even", (1, 4, 8, 8, 8, 3, 3, 1, 1, 1, "bias,add,relu")),
         ("odd", (1, 6, 9, 7, 6, 3, 3, 2, 1, 3, "bias,gelu")),
     ],
+    # (N, C, H, W, K, R, S, stride, pad, block, epilogue)
+    "fused_conv2d_packed": [
+        ("even", (1, 4, 8, 8, 16, 3, 3, 1, 1, 8, "bias,add,relu")),
+        ("odd", (1, 5, 9, 7, 12, 3, 3, 2, 1, 4, "bias,gelu")),
+    ],
     "fused_dense": [("even", (16, 32, 16, "bias,relu")), ("odd", (7, 13, 19, "bias,add,gelu"))],
     "fused_batch_matmul": [("even", (2, 16, 16, 8, "bias")), ("odd", (3, 13, 17, 7, "add,sigmoid"))],
     "fused_elementwise": [

@@ -39,17 +39,22 @@ RESNET18_CONVS = {
 }
 
 
-def test_resnet18_gives_its_distinct_convolutions_with_their_weights() -> None:
-    tasks = extract_tasks(asc.from_onnx(gm.resnet18()))
+@pytest.mark.parametrize(
+    ("target", "conv", "last_arg"), [("c", "fused_conv2d_packed", 8), ("opencl", "fused_conv2d", 1)]
+)
+def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
+    target: str, conv: str, last_arg: int
+) -> None:
+    tasks = extract_tasks(asc.from_onnx(gm.resnet18()), target)
     convs = {}
     for t in tasks:
-        if t.workload.name == "fused_conv2d":
-            n, c, h, w, k, r, s, stride, pad, groups, epi, _ = t.workload.args
-            assert (n, h, r, groups) == (1, w, s, 1)
+        if t.workload.name == conv:  # on a CPU every kernel is packed by 8 output channels, else groups 1
+            n, c, h, w, k, r, s, stride, pad, block_or_groups, epi, _ = t.workload.args
+            assert (n, h, r, block_or_groups) == (1, w, s, last_arg)
             convs[(c, h, k, r, stride, pad, epi)] = t.weight
     assert convs == RESNET18_CONVS
     assert sum(convs.values()) == 20  # ResNet-18's 20 convolutions (17 + 3 projections)
-    others = {str(t.workload): t.weight for t in tasks if t.workload.name != "fused_conv2d"}
+    others = {str(t.workload): t.weight for t in tasks if t.workload.name != conv}
     assert others == {
         "max_pool2d(1,64,112,112,3,2,1,'float32')": 1,
         "global_avg_pool2d(1,512,7,7,'float32')": 1,
@@ -100,6 +105,9 @@ def test_fusion_makes_conv_bias_relu_and_conv_bias_add_relu_workloads() -> None:
         ("global_avg_pool2d", (1, 3, 4, 5)),
         ("fused_elementwise", (2, 3, 4, "scale,sub,mul,div,bias")),
         ("fused_conv2d", (1, 4, 6, 6, 4, 3, 3, 1, 1, 1, "bias,scale,mul,relu")),
+        ("fused_conv2d_packed", (1, 6, 9, 9, 8, 3, 3, 1, 1, 8, "bias,relu")),
+        ("fused_conv2d_packed", (1, 4, 8, 7, 16, 3, 3, 2, 1, 8, "bias,add,relu")),
+        ("fused_conv2d_packed", (1, 3, 5, 6, 12, 1, 1, 1, 0, 4, "")),
         ("transpose", ("2x3x4x5", "0,2,3,1")),
         ("broadcast_to", ("1x3x1x5", "2x3x4x5")),
         ("pad", ("1x2x3x4", "0,0,1,2,0,1,0,3", -0.5)),
@@ -208,9 +216,12 @@ def test_tasks_command_lists_workloads_flops_weights_and_shares(
     assert main(["tasks", str(path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "2 tasks, 2 kernels, 0.15 MFLOP in all"
-    first = "fused_conv2d(1,8,8,8,8,3,3,1,1,1,'bias,relu','float32')"
+    first = "fused_conv2d_packed(1,8,8,8,8,3,3,1,1,8,'bias,relu','float32')"  # a CPU's packed weights
     assert out[2].split() == ["0", "0.075", "1", "49.8%", first]
-    assert out[3].split()[-1] == "fused_conv2d(1,8,8,8,8,3,3,1,1,1,'bias,add,relu','float32')"
+    assert out[3].split()[-1] == "fused_conv2d_packed(1,8,8,8,8,3,3,1,1,8,'bias,add,relu','float32')"
+    assert main(["tasks", str(path), "--target", "opencl"]) == 0  # a GPU's kernels read them as they are
+    listed = capsys.readouterr().out.splitlines()[2].split()[-1]
+    assert listed == "fused_conv2d(1,8,8,8,8,3,3,1,1,1,'bias,relu','float32')"
     (tmp_path / "junk.onnx").write_bytes(b"\x00\x01junk")
     assert main(["tasks", str(tmp_path / "junk.onnx")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -20,6 +20,8 @@ from schedule_cases import check_against_reference  # noqa: E402
 import autosched as asc  # noqa: E402
 from autosched.cli import main  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
+from autosched.graph.fused import pack_kernel, unpack_kernel  # noqa: E402
+from autosched.graph.layout import for_target, pack_conv_weights  # noqa: E402
 from autosched.ops import get_workload  # noqa: E402
 from autosched.ops.schedules import default_schedule  # noqa: E402
 from autosched.records import Record, append_records, is_remeasurement, load_records  # noqa: E402
@@ -71,6 +73,56 @@ def test_the_untuned_default_of_a_fused_conv_is_the_hand_written_schedule(args: 
     assert name == "autosched.graph.fused.fused_conv2d_cpu"
     assert any(getattr(step, "annotation", "") == "vectorize" for step in schedule.steps)
     check_against_reference(wl, schedule, target, seed=2)
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    ("args", "target"),
+    [
+        ((1, 8, 14, 14, 16, 3, 3, 2, 1, 8, ""), "c"),  # stride 2, 7 columns: one tile per row
+        ((1, 5, 9, 23, 24, 3, 3, 1, 1, 8, "bias,add,relu"), "c -num-threads=2"),  # 23 columns: tails
+        ((1, 6, 11, 11, 8, 1, 1, 2, 0, 8, "bias"), "c"),  # a projection (1x1/2)
+        ((1, 3, 12, 20, 12, 3, 3, 1, 1, 4, "bias,gelu"), "c -num-threads=2"),  # block 4, 20 = 4 x 5 columns
+    ],
+    ids=["stride2", "odd-width-residual", "projection", "block4-gelu"],
+)
+def test_the_default_of_a_packed_conv_is_vectorized_along_channels(
+    args: tuple[object, ...], target: str
+) -> None:
+    wl = get_workload("fused_conv2d_packed", args)
+    schedule, name = default_schedule(wl, target)
+    assert name == "autosched.graph.fused.fused_conv2d_packed_cpu"
+    (vectorized,) = [st for st in schedule.steps if getattr(st, "annotation", "") == "vectorize"
+                     and "conv_blk" in str(st)]  # the kernel block is the vector, not the row
+    assert "fi" in str(vectorized)
+    check_against_reference(wl, schedule, target, seed=3)
+
+
+def test_packed_kernels_round_trip_and_a_block_must_divide_the_channels() -> None:
+    kernel = np.arange(16 * 3 * 2 * 2, dtype=np.float32).reshape(16, 3, 2, 2)
+    packed = pack_kernel(kernel, 8)
+    assert packed.shape == (2, 3, 2, 2, 8) and packed[1, 2, 0, 1, 5] == kernel[13, 2, 0, 1]
+    np.testing.assert_array_equal(unpack_kernel(packed), kernel)
+    with pytest.raises(ValueError, match=r"block \(8\) must divide the output channels \(12\)"):
+        pack_kernel(kernel[:12], 8)
+    with pytest.raises(ValueError, match=r"block \(8\) must divide K \(12\)"):
+        get_workload("fused_conv2d_packed", (1, 3, 5, 5, 12, 3, 3, 1, 1, 8, "")).tensors()
+
+
+def test_a_cpu_network_packs_its_conv_weights_once_and_a_gpu_one_does_not() -> None:
+    graph = asc.from_onnx(gm.residual_block())  # two 3x3 convs of 8 channels
+    before = {k: v.copy() for k, v in graph.constants.items()}
+    packed = pack_conv_weights(graph)
+    assert pack_conv_weights(packed) is packed  # idempotent
+    assert for_target(graph, "opencl") is graph and for_target(graph, "c") is not graph
+    assert all(np.array_equal(graph.constants[k], v) for k, v in before.items())  # left as it was
+    convs = [n for n in packed.nodes if n.op == "conv2d"]
+    assert len(convs) == 2 and all(n.attr("kernel_block") == 8 for n in convs)
+    for old, new in zip([n for n in graph.nodes if n.op == "conv2d"], convs, strict=True):
+        assert new.inputs[1] == f"{old.inputs[1]}.packed" and old.inputs[1] not in packed.constants
+        unpacked = unpack_kernel(packed.constants[new.inputs[1]])
+        np.testing.assert_array_equal(unpacked, graph.constants[old.inputs[1]])
+        assert packed.shapes[new.inputs[1]] == packed.constants[new.inputs[1]].shape
 
 
 @pytest.mark.requires("gcc")

@@ -28,6 +28,7 @@ WORKLOADS = [
     ("softmax", (3, 300)),
     ("relu", (7, 33)),
     ("add", (5, 17)),
+    ("fused_conv2d_packed", (1, 5, 9, 7, 12, 3, 3, 2, 1, 4, "bias,add,relu")),  # kernel blocks of 4
 ]
 
 

@@ -29,7 +29,7 @@ def is_model(name: str) -> bool:
 
 def cmd_tasks(args: argparse.Namespace) -> int:
     """Print the model's tasks: workload, FLOPs, weight, share of total FLOPs."""
-    tasks = extract_tasks(from_onnx(args.model))
+    tasks = extract_tasks(from_onnx(args.model), args.target)
     if args.json:
         rows = [{"workload": str(t.workload), "flops": t.flops, "weight": t.weight, "share": t.share}
                 for t in tasks]
@@ -97,6 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list a model's tasks: fused workloads, FLOPs, weights")
     p.add_argument("model", help="an ONNX model file (opset >= 13)")
     p.add_argument("--json", action="store_true", help="print one JSON list on stdout")
+    p.add_argument("--target", default="c",
+                   help="target string: a C target's convolutions read packed weights (default: c)")
     p.set_defaults(func=cmd_tasks)
 
 

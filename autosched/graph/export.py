@@ -29,6 +29,7 @@ from ..task import Task
 from .export_text import MAIN_C, makefile, model_h
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
+from .layout import for_target
 from .network import network_tasks
 from .plan import Plan, kernel_source, plan_memory
 
@@ -161,6 +162,7 @@ def export_network(
     if graph.dtype != "float32":
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = Target.parse(target)
+    graph = for_target(graph, tgt)  # the weights as the kernels read them (packed once, here)
     steps = fuse(graph)
     kernels, files, tuned = _kernels(graph, log, tgt, portable)
     scratch = [kernels[g.workload][1] if g.workload is not None else 0 for g in steps]

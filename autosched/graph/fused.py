@@ -17,7 +17,14 @@ from .. import expr as te
 from ..expr import Expr, Tensor, as_int
 from ..ops.common import accumulator, check_positive, conv_out_size, pad_nchw, scaled, windows
 from ..ops.registry import workload
-from ..ops.schedules import SCHEDULES, packed_panel, tile_conv2d_nchw, tile_dot, tile_matmul
+from ..ops.schedules import (
+    SCHEDULES,
+    packed_panel,
+    tile_conv2d_nchw,
+    tile_conv2d_packed,
+    tile_dot,
+    tile_matmul,
+)
 from ..schedule import Schedule
 from ..target import Target
 from . import epilogue as epi
@@ -83,6 +90,67 @@ def fused_conv2d(
         return te.sum(src[n, c, h, w] * kernel[f, rc, ry, rx], axis=[rc, ry, rx])
 
     conv = te.compute((N, K, p, q), body, name="conv")
+    extras, out = epi.build(conv, epilogue, 1)
+    return [data, kernel, *extras, out]
+
+
+def pack_kernel(kernel: np.ndarray, block: int) -> np.ndarray:
+    """A (K, C, R, S) convolution kernel in ``fused_conv2d_packed``'s layout (K/block, C, R, S,
+    block): each block of ``block`` output channels innermost, so that one vector load reads one
+    kernel value of ``block`` channels."""
+    k, c, r, s = kernel.shape
+    if k % block:
+        raise ValueError(f"pack_kernel: block ({block}) must divide the output channels ({k})")
+    return np.ascontiguousarray(kernel.reshape(k // block, block, c, r, s).transpose(0, 2, 3, 4, 1))
+
+
+def unpack_kernel(packed: np.ndarray) -> np.ndarray:
+    """The (K, C, R, S) kernel of a kernel packed by :func:`pack_kernel`."""
+    kb, c, r, s, block = packed.shape
+    return np.ascontiguousarray(packed.transpose(0, 4, 1, 2, 3).reshape(kb * block, c, r, s))
+
+
+def _packed_conv_ref(
+    data: np.ndarray, packed: np.ndarray, *extras: np.ndarray,
+    stride: int, pad: int, block: int, epilogue: str,
+) -> np.ndarray:
+    kernel = unpack_kernel(packed)
+    return _conv_ref(data, kernel, *extras, stride=stride, pad=pad, groups=1, epilogue=epilogue)
+
+
+def _packed_conv_flops(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int, block: int, epilogue: str,
+    *_: object,
+) -> int:
+    return _conv_flops(N, C, H, W, K, R, S, stride, pad, 1, epilogue)
+
+
+@workload("fused_conv2d_packed", reference=_packed_conv_ref, flops=_packed_conv_flops)
+def fused_conv2d_packed(
+    N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int = 1, pad: int = 0, block: int = 8,
+    epilogue: str = "", dtype: str = "float32",
+) -> list[Tensor]:
+    """``fused_conv2d`` (one group) whose kernel comes packed by blocks of ``block`` output
+    channels: kernel(K/block, C, R, S, block) (:func:`pack_kernel`; a network packs its weights
+    once, when it is built). Stages pad, conv_blk (N, K/block, P, Q, block), conv (N, K, P, Q: the
+    blocks back in NCHW order), then one per epilogue step."""
+    check_positive("fused_conv2d_packed", N=N, C=C, H=H, W=W, K=K, R=R, S=S, block=block)
+    if K % block:
+        raise ValueError(f"fused_conv2d_packed: block ({block}) must divide K ({K})")
+    p = conv_out_size("fused_conv2d_packed", H, R, stride, pad, 1)
+    q = conv_out_size("fused_conv2d_packed", W, S, stride, pad, 1)
+    data = te.placeholder((N, C, H, W), dtype, name="data")
+    kernel = te.placeholder((K // block, C, R, S, block), dtype, name="kernel")
+    src = pad_nchw(data, pad, 0) if pad > 0 else data
+    rc, ry, rx = te.reduce_axis(C, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
+
+    def body(n: Expr, fo: Expr, y: Expr, x: Expr, fi: Expr) -> Expr:
+        h = scaled(y, stride) + ry.var
+        w = scaled(x, stride) + rx.var
+        return te.sum(src[n, rc, h, w] * kernel[fo, rc, ry, rx, fi], axis=[rc, ry, rx])
+
+    blocks = te.compute((N, K // block, p, q, block), body, name="conv_blk")
+    conv = te.compute((N, K, p, q), lambda n, f, y, x: blocks[n, f // block, y, x, f % block], name="conv")
     extras, out = epi.build(conv, epilogue, 1)
     return [data, kernel, *extras, out]
 
@@ -186,6 +254,18 @@ def fused_conv2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Sched
     return s
 
 
+def fused_conv2d_packed_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
+    """The default schedule of ``fused_conv2d_packed``:
+    :func:`~autosched.ops.schedules.tile_conv2d_packed` over the output stage, the epilogue and
+    the unblocking stage inlined into it, the blocked convolution computed per output tile."""
+    s = epi.inline_default(tensors, target)
+    out = tensors[-1]
+    if out.op.name != "conv":
+        s[s.stages["conv"].op.output(0)].compute_inline()
+    tile_conv2d_packed(s, out, s.stages["conv_blk"].op.output(0), target)
+    return s
+
+
 def fused_dense_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """The default schedule of ``fused_dense``: the register-blocked ``data @ weight.T`` of
     :func:`~autosched.ops.schedules.tile_dot`, the epilogue inlined into the output stage and
@@ -208,7 +288,10 @@ def fused_batch_matmul_cpu(tensors: list[Tensor], target: Target | str = "c") ->
 
 
 SCHEDULES.update(
-    fused_conv2d=fused_conv2d_cpu, fused_dense=fused_dense_cpu, fused_batch_matmul=fused_batch_matmul_cpu
+    fused_conv2d=fused_conv2d_cpu,
+    fused_conv2d_packed=fused_conv2d_packed_cpu,
+    fused_dense=fused_dense_cpu,
+    fused_batch_matmul=fused_batch_matmul_cpu,
 )
 #: an elementwise chain starts from the naive schedule with its epilogue inlined
 SCHEDULES["fused_elementwise"] = epi.inline_default

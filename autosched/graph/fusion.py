@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..ops import Workload, get_workload
 from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node
 from .layers import shape_text, view3
+from .layout import BLOCK_ATTR, for_target
 
 #: the channel axis of each anchor's output (where a bias broadcasts)
 _CHANNEL_AXIS = {"conv2d": 1, "dense": 1, "batch_matmul": 2}
@@ -79,8 +80,14 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
     shape = graph.shapes
     if node.op == "conv2d":
         n, c, h, w = shape[node.inputs[0]]
-        k, _, r, s = shape[node.inputs[1]]
-        args = (n, c, h, w, k, r, s, node.attr("stride"), node.attr("pad"), node.attr("groups"), epilogue)
+        k = shape[node.output][1]
+        r, s = shape[node.inputs[1]][2:4]  # (K, C/groups, R, S), or packed (K/block, C, R, S, block)
+        stride, pad = node.attr("stride"), node.attr("pad")
+        block = dict(node.attrs).get(BLOCK_ATTR)
+        if block is not None:  # the weight packed by output-channel blocks (.layout)
+            args = (n, c, h, w, k, r, s, stride, pad, block, epilogue)
+            return get_workload("fused_conv2d_packed", (*args, graph.dtype))
+        args = (n, c, h, w, k, r, s, stride, pad, node.attr("groups"), epilogue)
         return get_workload("fused_conv2d", (*args, graph.dtype))
     if node.op == "dense":
         (m, k), (n, _) = shape[node.inputs[0]], shape[node.inputs[1]]
@@ -168,9 +175,10 @@ def _ordered(graph: Graph, groups: list[Group]) -> list[Group]:
     return ordered
 
 
-def extract_tasks(graph: Graph) -> list[TaskInfo]:
-    """The graph's distinct workloads in order of first use, each with its weight and FLOP share."""
-    counts = Counter(g.workload for g in fuse(graph) if g.workload is not None)
+def extract_tasks(graph: Graph, target: str = "c") -> list[TaskInfo]:
+    """The distinct workloads of ``graph`` compiled for ``target`` (:func:`.layout.for_target`) in
+    order of first use, each with its weight and FLOP share."""
+    counts = Counter(g.workload for g in fuse(for_target(graph, target)) if g.workload is not None)
     flops = {wl: wl.flops() for wl in counts}
     total = sum(flops[wl] * n for wl, n in counts.items()) or 1
     return [TaskInfo(wl, flops[wl], n, flops[wl] * n / total) for wl, n in counts.items()]

@@ -5,7 +5,8 @@
 
 Each distinct workload is built once: the best record of its task in ``log`` (this machine's
 records only), else the workload's default schedule. Weights are constants held by the network
-and passed to the kernels as inputs; reshape is a view and concat a copy, done in numpy.
+(convolution kernels packed for a CPU once, here: :mod:`.layout`) and passed to the kernels as
+inputs; reshape is a view and concat a copy, done in numpy.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..schedule.steps import Step
 from ..task import Task
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
+from .layout import for_target
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +43,10 @@ class BuiltTask:
 
 
 def network_tasks(graph: Graph, target: str = "c") -> list[Task]:
-    """The graph's distinct tasks on ``target``, in order of first use."""
+    """The graph's distinct tasks on ``target`` (its weights laid out for it:
+    :func:`.layout.for_target`), in order of first use."""
     seen: dict[Workload, Task] = {}
-    for g in fuse(graph):
+    for g in fuse(for_target(graph, target)):
         if g.workload is not None and g.workload not in seen:
             seen[g.workload] = Task(g.workload, target=target)
     return list(seen.values())
@@ -83,11 +86,11 @@ class Network:
     """A graph with a built kernel per task; call it with the graph's inputs as numpy arrays."""
 
     def __init__(self, graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c") -> None:
-        self.graph = graph
-        self.groups = fuse(graph)
+        self.graph = for_target(graph, target)  # as it runs: convolution weights packed on a CPU
+        self.groups = fuse(self.graph)
         self.kernels: dict[Workload, Kernel] = {}
         self.built: list[BuiltTask] = []
-        tasks = network_tasks(graph, target)
+        tasks = network_tasks(self.graph, target)
         if log is not None:
             _check_log(log, tasks, graph.name)
         for task in tasks:

@@ -187,7 +187,7 @@ def tune_network(
     if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
         raise ValueError(f"parallel must be a positive int, got {parallel!r}")
     tasks = network_tasks(graph, target)
-    weights = {info.workload: info.weight for info in extract_tasks(graph)}
+    weights = {info.workload: info.weight for info in extract_tasks(graph, target)}
     path = Path(log) if log is not None else Path(log_name(graph))
     history = load_records(path) if path.exists() and path.stat().st_size > 0 else []
     states = []
