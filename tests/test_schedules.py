@@ -18,6 +18,7 @@ import pytest
 from schedule_cases import CASES, RECIPES, SHAPES, Case, check_against_reference, tolerances
 
 import autosched as asc
+from autosched.ops.schedules import default_schedule, has_hand_written
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -34,6 +35,21 @@ BUILTIN_OPERATORS = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_n
                      "fused_conv2d", "fused_conv2d_packed", "fused_dense", "fused_batch_matmul",
                      "fused_elementwise",
                      "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis"}
+
+
+@pytest.mark.parametrize(
+    ("args", "target"),
+    [((1, 5, 13, 11, 3, 2, 1), "c -num-threads=2"), ((2, 3, 9, 20, 2, 2, 0), "c -num-threads=1"),
+     ((1, 4, 8, 8, 3, 1, 1), "c -num-threads=1")],
+    ids=["resnet-like-3x3s2-pad", "2x2s2-no-pad", "3x3s1"],
+)
+def test_the_default_of_max_pool_is_hand_written(args: tuple[int, ...], target: str) -> None:
+    wl = asc.get_workload("max_pool2d", args)
+    schedule, how = default_schedule(wl, target)
+    assert how == "autosched.ops.schedules.max_pool2d_cpu" and has_hand_written(wl)
+    annotations = [getattr(st, "annotation", "") for st in schedule.steps]
+    assert "vectorize" in annotations and ("parallel" in annotations) == ("threads=2" in target)
+    check_against_reference(wl, schedule, target, seed=4)  # padded with the lowest value, not 0
 
 
 def test_every_builtin_operator_has_schedules() -> None:
