@@ -10,7 +10,9 @@ notes what it has, and resumes from its log for the next one, as a user's second
 At a checkpoint the best program is the log's best so far (re-measured programs count by their
 re-measurement). Then every best program is timed side by side with the references, interleaved
 rounds, medians: numpy/OpenBLAS for matmul; im2col + numpy (and PyTorch/oneDNN if installed) for
-conv2d.
+conv2d. The ``conv*p`` cases tune the same layers with the kernel packed by blocks of 8 output
+channels (``fused_conv2d_packed``, the layout a network's convolutions read on a CPU; packed once,
+outside the timed call); the references get the kernel as the model has it.
 
 Also reported: the search overhead (wall time outside compile and run: sampling, lowering,
 features, model fits and predictions, logging) and, with ``--transfer``, conv2d (128,28,28,128)
@@ -52,6 +54,7 @@ from common import (  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
+from autosched.graph.fused import unpack_kernel  # noqa: E402
 from autosched.records import is_remeasurement, load_records  # noqa: E402
 
 THREADS = os.cpu_count() or 1
@@ -62,6 +65,11 @@ CASES: dict[str, tuple[str, tuple[int, ...]]] = {
     "conv64": ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1)),
     "conv128": ("conv2d_nchw", (1, 128, 28, 28, 128, 3, 3, 1, 1)),
     "conv256": ("conv2d_nchw", (1, 256, 14, 14, 512, 3, 3, 2, 1)),
+    # the same layers with the kernel packed by blocks of 8 output channels, as a network's
+    # convolutions on a CPU read it (packed once, when the network is built: autosched.graph.layout)
+    "conv64p": ("fused_conv2d_packed", (1, 64, 56, 56, 64, 3, 3, 1, 1, 8, "")),
+    "conv128p": ("fused_conv2d_packed", (1, 128, 28, 28, 128, 3, 3, 1, 1, 8, "")),
+    "conv256p": ("fused_conv2d_packed", (1, 256, 14, 14, 512, 3, 3, 2, 1, 8, "")),
 }
 LOGS = Path(__file__).parent / "results" / "logs" / "guided"
 
@@ -94,6 +102,8 @@ def references(name: str, args: tuple[int, ...], inputs: list[np.ndarray]) -> di
         return {"numpy": wall_timer(lambda: np.matmul(a, b, out=out), 10)}
     stride, pad = args[7], args[8]
     x, w = inputs
+    if name == "fused_conv2d_packed":  # the libraries take the kernel as the model has it
+        w = unpack_kernel(w)
     timers = {"im2col+numpy": wall_timer(im2col_conv(x, w, stride, pad), 10)}
     try:
         import torch

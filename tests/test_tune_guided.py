@@ -19,6 +19,7 @@ import autosched as asc
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
 from autosched.records import REMEASURE_KEY, Record, is_remeasurement, load_records
+from autosched.runner import LocalRunner
 from autosched.search import EvolutionaryTuner, GATuner, SATuner, make_space
 
 pytestmark = pytest.mark.requires("gcc")
@@ -234,3 +235,35 @@ def test_a_saved_model_guides_the_next_run_and_a_corrupt_one_falls_back(tmp_path
     out = _cli(tmp_path, "--model", str(tmp_path / "missing.model"))
     assert out.returncode == 2 and out.stderr.strip() == (
         f"autosched: error: no saved cost model '{tmp_path / 'missing.model'}'")
+
+
+class _CountingRunner(LocalRunner):
+    """The real local runner, noting which programs each call timed and with how many repeats."""
+
+    def __init__(self, option: asc.MeasureOption) -> None:
+        super().__init__(option)
+        self.calls: list[tuple[int, int]] = []  # (programs, repeats) of each call
+
+    def run(self, inputs, builds):  # type: ignore[no-untyped-def]
+        self.calls.append((len(inputs), self.option.repeat))
+        return super().run(inputs, builds)
+
+
+def test_the_final_re_measurement_interleaves_the_programs_repeats(tmp_path: Path) -> None:
+    """The re-measurement goes over all its programs in 5 passes of 7 // 5 or 7 // 5 + 1 repeats
+    (a slow stretch of the machine then slows every program alike), and logs each program once
+    with all 7 costs."""
+    log = tmp_path / "t.jsonl"
+    runner = _CountingRunner(FAST)
+    try:
+        result = asc.tune(TASK, trials=8, log=log, tuner="random", seed=0, runner=runner, batch_size=4,
+                          remeasure=3, remeasure_repeat=7)
+    finally:
+        runner.close()
+    again = [r for r in load_records(log) if is_remeasurement(r)]
+    programs = len(again)
+    assert programs == result.remeasured_trials >= 3  # 3 fastest (+ the hand-written default)
+    assert runner.calls[-5:] == [(programs, 2), (programs, 2), (programs, 1), (programs, 1), (programs, 1)]
+    assert sum(n for n, _ in runner.calls[:-5]) == 8 and all(r == FAST.repeat for _, r in runner.calls[:-5])
+    assert runner.option is FAST  # put back
+    assert all(len(r.costs) == 7 and r.program[REMEASURE_KEY] == 7 for r in again)

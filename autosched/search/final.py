@@ -5,7 +5,10 @@ run. So at the end of :func:`~autosched.search.tune` the ``top`` fastest distinc
 (earlier runs in the log included) are measured once more with ``repeat`` repeats, and the best is
 the lowest median of these re-measurements. The task's hand-written default schedule, where it was
 measured, is always measured again with them, so the run's best is declared against it under the
-same conditions. Each re-measurement is logged as an ordinary record
+same conditions. Where the runner's repeats can be set (it has a ``MeasureOption``), the repeats
+are interleaved: :data:`ROUNDS` passes over all the programs, each with its share of the repeats,
+so that a slow stretch of a shared machine slows every program alike rather than the one that
+happened to be measured in it. Each re-measurement is logged as an ordinary record
 (one line per measurement) whose ``program`` carries ``"remeasure": REPEATS``; such records are no
 trials (a resumed run does not count them), and a program that already has one in the log is not
 measured again.
@@ -27,6 +30,9 @@ from .baseline import is_default
 from .space import Candidate
 
 __all__ = ["Final", "remeasure_top"]
+
+#: passes over the programs that share a re-measurement's repeats (each at least one repeat)
+ROUNDS = 5
 
 
 @dataclasses.dataclass
@@ -57,6 +63,41 @@ def _with_repeats(option: MeasureOption, repeat: int) -> MeasureOption:
     return dataclasses.replace(option, repeat=repeat, run_timeout=option.run_timeout * max(1.0, scale))
 
 
+def _merged(passes: list[list[MeasureResult]]) -> list[MeasureResult]:
+    """One result per program from its results of several passes: all their repeats, in order;
+    the first failure where a pass failed."""
+    merged = []
+    for results in zip(*passes, strict=True):
+        failed = next((r for r in results if r.error_no != MeasureErrorNo.NO_ERROR), None)
+        if failed is not None:
+            merged.append(failed)
+            continue
+        costs = tuple(c for r in results for c in r.costs)
+        merged.append(dataclasses.replace(results[0], costs=costs, all_cost=sum(r.all_cost for r in results)))
+    return merged
+
+
+def _measure(
+    inputs: list[MeasureInput], builder: Builder, runner: Runner, repeat: int
+) -> list[MeasureResult]:
+    """Build ``inputs`` once and time them with ``repeat`` repeats each, interleaved in passes
+    where the runner's option can be set (see the module docstring)."""
+    option = getattr(runner, "option", None)
+    builds = builder.build(inputs)
+    if not isinstance(option, MeasureOption):
+        return runner.run(inputs, builds)
+    rounds = min(ROUNDS, repeat) if len(inputs) > 1 else 1
+    passes = []
+    try:
+        for r in range(rounds):  # repeats spread over the passes: the first ones get the remainder
+            share = repeat // rounds + (r < repeat % rounds)
+            runner.option = _with_repeats(option, share)  # type: ignore[attr-defined]
+            passes.append(runner.run(inputs, builds))
+    finally:
+        runner.option = option  # type: ignore[attr-defined]
+    return _merged(passes)
+
+
 def remeasure_top(
     task: Task,
     measured: Sequence[tuple[Candidate, float]],
@@ -72,24 +113,16 @@ def remeasure_top(
 ) -> Final:
     """Measure the ``top`` fastest programs of ``measured`` again with ``repeat`` repeats (see the
     module docstring). ``earlier`` are re-measurements already in the log. A runner with an
-    ``option`` (:class:`~autosched.runner.LocalRunner`) gets ``repeat`` repeats for these
-    measurements; any other runner is used as it is. Records carry ``machine``, the fingerprint
-    of the machine measured on."""
+    ``option`` (:class:`~autosched.runner.LocalRunner`, a board pool) gets ``repeat`` repeats for
+    these measurements, interleaved; any other runner is used as it is. Records carry
+    ``machine``, the fingerprint of the machine measured on."""
     done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
     chosen = _top(measured, top)
     todo = [cand for cand, _ in chosen if cand.key not in done]
     results: list[MeasureResult] = []
     if todo:
         inputs = [MeasureInput(task, c.steps, c.program) for c in todo]
-        option = getattr(runner, "option", None)
-        if isinstance(option, MeasureOption):
-            runner.option = _with_repeats(option, repeat)  # type: ignore[attr-defined]
-        try:
-            builds = builder.build(inputs)
-            results = runner.run(inputs, builds)
-        finally:
-            if isinstance(option, MeasureOption):
-                runner.option = option  # type: ignore[attr-defined]
+        results = _measure(inputs, builder, runner, repeat)
         for inp, res in zip(inputs, results, strict=True):
             done[steps_key(inp.steps)] = res.median
             if log is not None and res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
