@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,33 @@ def test_build_network_matches_onnxruntime(make: object) -> None:
     assert out.shape == ref.shape
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
     assert not any(b.tuned for b in net.built)  # no log: every task runs its default schedule
+
+
+@pytest.mark.requires("gcc")
+def test_a_result_stays_as_returned_across_calls_and_threads() -> None:
+    model = gm.resnet18(32, width=8, classes=10)
+    net = asc.build_network(asc.from_onnx(model))
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(4)]
+    refs = [_onnxruntime(model, x) for x in xs]
+    first = net(xs[0])
+    second = net(xs[1])  # the first result is not overwritten by the second call
+    np.testing.assert_allclose(first, refs[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(second, refs[1], rtol=1e-4, atol=1e-5)
+    results: dict[int, list[np.ndarray]] = {}
+
+    def calls(i: int) -> None:  # two threads at once
+        results[i] = [net(xs[2 + i]) for _ in range(5)]
+
+    threads = [threading.Thread(target=calls, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for i in range(2):
+        assert len(results[i]) == 5
+        for out in results[i]:
+            np.testing.assert_allclose(out, refs[2 + i], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.requires("gcc")
