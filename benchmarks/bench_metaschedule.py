@@ -61,10 +61,33 @@ def tvm_compute(name: str, args: tuple[int, ...]) -> list[te.Tensor]:
         b = te.placeholder((k, n), name="B")
         r = te.reduce_axis((0, k), name="k")
         return [a, b, te.compute((m, n), lambda i, j: te.sum(a[i, r] * b[r, j], axis=r), name="C")]
+    if name == "fused_conv2d_packed":
+        return packed_conv(*args[:10])
     n, c, h, w, f, kh, kw, stride, pad = args
     x = te.placeholder((n, c, h, w), name="data")
     wt = te.placeholder((f, c, kh, kw), name="kernel")
     return [x, wt, topi.nn.conv2d_nchw(x, wt, stride, pad, 1)]
+
+
+def packed_conv(
+    n: int, c: int, h: int, w: int, f: int, kh: int, kw: int, stride: int, pad: int, block: int
+) -> list[te.Tensor]:
+    """autosched's ``fused_conv2d_packed`` (no epilogue) in TVM's te: the same inputs (the kernel
+    packed as (f / block, c, kh, kw, block)), the same blocked reduction and NCHW output, so that
+    MetaSchedule tunes the computation autosched tunes."""
+    x = te.placeholder((n, c, h, w), name="data")
+    wt = te.placeholder((f // block, c, kh, kw, block), name="kernel")
+    xp = topi.nn.pad(x, (0, 0, pad, pad), (0, 0, pad, pad)) if pad else x
+    p, q = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    rc, ry, rx = te.reduce_axis((0, c), "rc"), te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    blk = te.compute(
+        (n, f // block, p, q, block),
+        lambda b, fo, y, xx, fi: te.sum(xp[b, rc, y * stride + ry, xx * stride + rx] * wt[fo, rc, ry, rx, fi],
+                                        axis=[rc, ry, rx]),
+        name="conv_blk",
+    )
+    out = te.compute((n, f, p, q), lambda b, k, y, xx: blk[b, k // block, y, xx, k % block], name="conv")
+    return [x, wt, out]
 
 
 def llvm_target() -> tvm.target.Target:
