@@ -199,8 +199,8 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
         s[pad].vectorize(s[pad].op.axis[-1])
 
 
-#: most output columns of :func:`tile_conv2d_packed`'s tile (more accumulators measured slower:
-#: 14 columns ran at 0.45-0.75x of 7 or 8 on AVX2, the compiler spills)
+#: most output columns of :func:`tile_conv2d_packed`'s tile (with 16 vector registers, 14
+#: accumulators ran slower than 7 or 8 in every layer tried on AVX2: the compiler spills)
 PACKED_CONV_COLS = 8
 
 
@@ -244,8 +244,9 @@ def tile_conv2d_packed(s: Schedule, out: Tensor, acc: Tensor, target: Target | s
 
 def max_pool2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """Max pooling: parallel over (image, channel), a vector of output columns per window tap, the
-    window unrolled, the padding inlined as a bounds check (2.6-3.1x faster than the naive schedule on
-    ResNet-18's 3x3/2 pool, 2 threads, Zen 3; computing the padded plane first was slower)."""
+    window unrolled, the padding inlined as a bounds check (about 3x faster than the naive schedule
+    on ResNet-18's 3x3/2 pool, 2 threads, Zen 3: benchmarks/bench_network_tasks.py; computing the
+    padded plane first was slower)."""
     tgt = Target.parse(target)
     out = tensors[-1]
     s = create_schedule(out)
