@@ -51,6 +51,21 @@ def test_bound_inference_of_a_tile() -> None:
     assert extents == [8, 32]  # not affine in the free loop: the whole dimension
 
 
+def test_bound_inference_of_a_tile_read_through_a_floordiv() -> None:
+    """A tile of 16 channels reads 2 blocks of 8 (the packed convolution's unblocking stage): the
+    floordiv of the free loop is bounded, not taken as the whole dimension."""
+    A = asc.placeholder((8, 32, 8), name="A")
+    io, ii = Var("io"), Var("ii")
+    ranges = {io: (0, 3), ii: (0, 15), k: (0, 31)}
+    bases, extents = infer_region(A.op, [A[(io * 16 + ii) // 8, k, (io * 16 + ii) % 8]], {ii: 16}, ranges)
+    assert extents == [2, 1, 8]
+    assert simplify(bases[0]) == simplify(io * 2)
+    _, extents = infer_region(A.op, [A[(io * 8 + ii) // 8, k, 0]], {ii: 16}, ranges)
+    assert extents == [2, 1, 1]  # io * 8 + ii spans 16 rows: 2 blocks
+    _, extents = infer_region(A.op, [A[(k + ii) // 8, k, 0]], {ii: 16}, ranges)
+    assert extents == [8, 1, 1]  # the floordiv also reads a fixed loop: the whole dimension
+
+
 def _loops(s: Stmt, out: list[For]) -> list[For]:
     if isinstance(s, For):
         out.append(s)

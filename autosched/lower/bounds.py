@@ -5,27 +5,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..expr import Expr, Extent, Load, Operation, Var, walk
-from .simplify import Linear, Ranges, linear, rebuild
+from .simplify import INF, Linear, Ranges, linear, rebuild, term_bounds
+
+
+def _free_term_bounds(t: Expr, free: dict[Var, Extent]) -> tuple[int, int] | None:
+    """Inclusive bounds of a term that only the free loops vary (``(i*4 + j) // 8`` in a tile
+    of i and j), or None if it also reads a fixed variable or a loop of symbolic extent."""
+    variables = {v for v in walk(t) if isinstance(v, Var)}
+    if not all(v in free and isinstance(free[v], int) for v in variables):
+        return None
+    lo, hi = term_bounds(t, {v: (0, int(free[v]) - 1) for v in variables})  # type: ignore[arg-type]
+    return None if lo == -INF or hi == INF else (int(lo), int(hi))
 
 
 def _split_free(lin: Linear, free: dict[Var, Extent]) -> tuple[Linear, int, int] | None:
     """(fixed part, min offset, extent) of an index over the free loops, or None if not affine
-    (or if it spans a loop of symbolic extent: the dimension is then taken whole)."""
+    in them (a term of free loops alone, such as a floordiv of a tile's loops, counts by its
+    bounds), or if it spans a loop of symbolic extent: the dimension is then taken whole."""
     terms, k = lin
     fixed: dict[Expr, int] = {}
     low, span = 0, 0
     for t, c in terms.items():
-        if isinstance(t, Var) and t in free:
+        if not any(isinstance(v, Var) and v in free for v in walk(t)):
+            fixed[t] = c
+            continue
+        if isinstance(t, Var):
             n = free[t]
             if not isinstance(n, int):
                 return None
-            reach = c * (n - 1)
-            low += min(0, reach)
-            span += abs(reach)
-        elif any(isinstance(v, Var) and v in free for v in walk(t)):
-            return None
+            lo, hi = 0, n - 1
         else:
-            fixed[t] = c
+            b = _free_term_bounds(t, free)
+            if b is None:
+                return None
+            lo, hi = b
+        low += min(c * lo, c * hi)
+        span += abs(c) * (hi - lo)
     return (fixed, 0), k + low, span + 1
 
 
