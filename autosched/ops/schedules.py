@@ -8,6 +8,7 @@ vector width and register count.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..dtypes import dtype as dtype_info
 from ..emit_c.vector import chunks_of
@@ -199,9 +200,13 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
         s[pad].vectorize(s[pad].op.axis[-1])
 
 
-#: most output columns of :func:`tile_conv2d_packed`'s tile (with 16 vector registers, 14
-#: accumulators ran slower than 7 or 8 in every layer tried on AVX2: the compiler spills)
+#: most output columns of :func:`tile_conv2d_packed`'s tile (with one block of 8 channels, 12 or 14
+#: columns ran slower than 7 or 8 in every layer tried on AVX2: the compiler spills)
 PACKED_CONV_COLS = 8
+#: channel blocks per register tile of :func:`tile_conv2d_packed`: 2 x 8 channels x up to 8
+#: columns, 16 vector accumulators (10-25% faster than one block on ResNet-18's convolutions,
+#: 2 threads, AMD EPYC Zen 4; 4 blocks x 3-4 columns were slower)
+PACKED_CONV_BLOCKS = 2
 
 
 def packed_conv_cols(width: int) -> int:
@@ -213,27 +218,58 @@ def packed_conv_cols(width: int) -> int:
     return max((d for d in range(4, PACKED_CONV_COLS + 1) if width % d == 0), default=PACKED_CONV_COLS)
 
 
-def tile_conv2d_packed(s: Schedule, out: Tensor, acc: Tensor, target: Target | str = "c") -> None:
+def packed_conv_blocks(blocks: int) -> int:
+    """Channel blocks per tile of :func:`tile_conv2d_packed`: :data:`PACKED_CONV_BLOCKS` where it
+    divides the number of blocks, else 1."""
+    return PACKED_CONV_BLOCKS if blocks % PACKED_CONV_BLOCKS == 0 else 1
+
+
+@dataclass(frozen=True, slots=True)
+class PackedConvTile:
+    """The choices of :func:`tile_conv2d_packed` (the knobs of its template,
+    ``fused_conv2d_packed`` in :mod:`autosched.graph.packed_template`); the defaults are the
+    hand-written schedule's, except ``blocks`` and ``cols``, which depend on the shape."""
+
+    blocks: int  #: channel blocks of the packed kernel per register tile
+    cols: int  #: output columns per register tile
+    reduce_order: tuple[int, ...] = (0, 1, 2)  #: order of the reduction loops (rc, ry, rx)
+    unroll: str = "rx"  #: unrolled kernel-window loops: "none", "rx" or "window" (ry and rx)
+    rows_outer: bool = False  #: output rows outside the channel tiles (else inside)
+    parallel: int = 2  #: outer loops fused into the parallel loop (1 or 2)
+
+
+def tile_conv2d_packed(
+    s: Schedule, out: Tensor, acc: Tensor, target: Target | str = "c", tile: PackedConvTile | None = None
+) -> None:
     """Direct convolution with the kernel packed by blocks of output channels (the kernel layout
     (K/b, C, R, S, b) of ``fused_conv2d_packed``): ``out`` is the (N, K, P, Q) stage whose loops
-    are tiled, ``acc`` the (N, K/b, P, Q, b) reduction computed per tile of (b channels x a few
-    columns) in registers: one vector of b kernel values times a broadcast input value per column,
-    any stride. The tile is written out channel by channel; parallel over (channel block, row),
-    the padded input over (image, channel)."""
+    are tiled, ``acc`` the (N, K/b, P, Q, b) reduction computed per tile of (``tile.blocks``
+    blocks of b channels x ``tile.cols`` columns) in registers: per kernel tap, one vector of b
+    kernel values per block times one broadcast input value per column, any stride. The tile is
+    written out channel by channel; parallel over (channel tile, row), the padded input over
+    (image, channel). ``tile`` None: the hand-written choices (two blocks where they divide the
+    channels, up to 8 columns)."""
     tgt = Target.parse(target)
     block = as_int(acc.shape[-1])
+    if tile is None:
+        blocks, cols = packed_conv_blocks(as_int(acc.shape[1])), packed_conv_cols(as_int(out.shape[3]))
+        tile = PackedConvTile(blocks, cols)
     n, k, y, x = s[out].op.axis
-    ko, ki = s[out].split(k, block)
-    xo, xi = s[out].split(x, packed_conv_cols(as_int(out.shape[3])))
-    s[out].reorder(n, ko, y, xo, ki, xi)
+    ko, ki = s[out].split(k, block * tile.blocks)
+    xo, xi = s[out].split(x, tile.cols)
+    outer = [y, ko] if tile.rows_outer else [ko, y]
+    s[out].reorder(n, *outer, xo, ki, xi)
     if (tgt.num_threads or 1) > 1:
-        s[out].parallel(s[out].fuse(ko, y))
+        s[out].parallel(s[out].fuse(*outer) if tile.parallel == 2 else outer[0])
     s[acc].compute_at(s[out], xo)
     an, ako, ay, ax, aki = s[acc].op.axis
-    rc, ry, rx = s[acc].op.reduce_axis
-    s[acc].reorder(an, ako, ay, rc, ry, rx, ax, aki)
-    s[acc].unroll(rx)
+    reduction = s[acc].op.reduce_axis
+    rc, ry, rx = reduction
+    s[acc].reorder(an, ay, *(reduction[i] for i in tile.reduce_order), ax, ako, aki)
+    for loop in {"none": [], "rx": [rx], "window": [ry, rx]}[tile.unroll]:
+        s[acc].unroll(loop)
     s[acc].unroll(ax)
+    s[acc].unroll(ako)
     s[acc].vectorize(aki)
     if "pad" in s.stages:  # the padded input, written once by all threads
         pad = s.stages["pad"].op.output(0)
