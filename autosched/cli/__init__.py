@@ -7,7 +7,7 @@
     autosched space WORKLOAD ARGS... [--sample N]
                                            list the generated sketches, print sampled programs
     autosched tune WORKLOAD ARGS... [--target T] [--trials N] [--log FILE | --db DIR] [--tuner NAME]
-                   [--space sketch|template] [--seed S] [--json]
+                   [--space sketch|template|auto] [--seed S] [--json]
                                            tune: measure programs, log every trial, resume
     autosched best LOG [--workload W ARGS...] [--target T] [--json]
                                            the best program per workload and target of a log

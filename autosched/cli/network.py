@@ -19,6 +19,7 @@ from ..graph.export import export_network, write_network
 from ..graph.tuning import log_name
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
+from ..search.space import AUTO
 from .worker import security_of
 
 
@@ -57,7 +58,7 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
                            build_timeout=args.build_timeout, run_timeout=args.run_timeout)
     target = args.target or "c"
     result = tune_network(graph, trials=args.trials, log=log, scheduler=args.scheduler, target=target,
-                          tuner=args.tuner, space=args.space, seed=args.seed or 0, option=option,
+                          tuner=args.tuner, space=args.space or AUTO, seed=args.seed or 0, option=option,
                           progress=not args.quiet, cluster=args.cluster,
                           security=security_of(args, "client"), remeasure=args.remeasure)
     if args.json:

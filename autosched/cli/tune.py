@@ -13,7 +13,7 @@ from ..database import Database
 from ..diagnostics import format_ms
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
-from ..search import SPACES, TUNERS, tune
+from ..search import AUTO, SPACES, TUNERS, space_kind, tune
 from ..search.learning import check_model_name
 from ..search.tune import DEFAULT_TUNERS, TuneResult
 from ..task import Task
@@ -35,7 +35,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         build_timeout=args.build_timeout,
         run_timeout=args.run_timeout,
     )
-    tuner = args.tuner or DEFAULT_TUNERS.get(args.space, "random")
+    args.space = args.space or "sketch"
+    tuner = args.tuner or DEFAULT_TUNERS.get(space_kind(task, args.space), "random")
     if tuner not in TUNERS:
         raise ValueError(f"unknown tuner {tuner!r}; tuners: {', '.join(sorted(TUNERS))}")
     if args.model:
@@ -146,7 +147,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--remeasure", type=int, default=3, metavar="N",
         help="measure the N best programs again with more repeats before declaring the best (0: no)",
     )
-    p.add_argument("--space", default="sketch", choices=sorted(SPACES))
+    p.add_argument(
+        "--space", choices=sorted([*SPACES, AUTO]),
+        help="sketch (generated; the default for an operator), template (knobs), or auto: a task's "
+        "template where it has one, else its sketches (the default for a model)",
+    )
     p.add_argument(
         "--search-only", action="store_true",
         help="do not measure the operator's hand-written schedule as the first trial",

@@ -5,7 +5,7 @@
     net = asc.build_network(graph, log="model.jsonl")
 """
 
-from . import fused  # noqa: F401  (importing registers the fused workloads)
+from . import fused, packed_template  # noqa: F401  (importing registers the fused workloads, a template)
 from .fusion import Group, TaskInfo, extract_tasks, fuse
 from .ir import Graph, GraphBuilder, GraphError, Node
 from .network import Network, build_network, network_tasks

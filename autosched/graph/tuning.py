@@ -42,7 +42,7 @@ from ..records import Record, load_records
 from ..records.best import is_remeasurement
 from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, MeasureResult, Runner
 from ..search.scheduler import Round, TaskScheduler, TaskState
-from ..search.space import Candidate
+from ..search.space import AUTO, Candidate
 from ..search.tune import TuningInterrupted, tune
 from ..search.tuner import Tuner
 from ..task import Task
@@ -156,7 +156,7 @@ def tune_network(
     target: str = "c",
     round_trials: int | None = None,
     tuner: str | None = None,
-    space: str = "sketch",
+    space: str = AUTO,
     seed: int = 0,
     option: MeasureOption | None = None,
     progress: bool = False,
@@ -169,7 +169,9 @@ def tune_network(
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
     in the working directory, the name made file-safe). ``round_trials`` (default:
-    trials / (4 x tasks), between 4 and 64) is the size of one round. ``progress`` prints each round
+    trials / (4 x tasks), between 4 and 64) is the size of one round. ``space`` (default ``auto``)
+    gives each task its knob template where it has one (packed convolutions on CPU: the template
+    around their hand-written schedule), else its generated sketches. ``progress`` prints each round
     (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
     connection for the whole run; ``security``: TLS settings for an address; see

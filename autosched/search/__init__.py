@@ -7,11 +7,12 @@ from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolv
 from .progress import ProgressBar, TuneStats
 from .replay import LogSpace, ReplayLog, ReplayRunner
 from .sa import SATuner
-from .space import SPACES, Candidate, SpaceError, TuningSpace, make_space
+from .space import AUTO, SPACES, Candidate, SpaceError, TuningSpace, make_space, space_kind
 from .tune import TuneResult, tune
 from .tuner import TUNERS, GridTuner, RandomTuner, Tuner, make_tuner, register_tuner
 
 __all__ = [
+    "AUTO",
     "SPACES",
     "TUNERS",
     "Candidate",
@@ -36,6 +37,7 @@ __all__ = [
     "TuningSpace",
     "diverse_pick",
     "make_space",
+    "space_kind",
     "make_tuner",
     "register_tuner",
     "resolve_model",

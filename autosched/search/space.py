@@ -24,7 +24,7 @@ from ..schedule.steps import Step
 from ..space.annotate import Annotation
 from ..space.generated import SketchProgram
 from ..space.gpu_space import sketch_space
-from ..space.templates import instantiate, template_space
+from ..space.templates import has_template, instantiate, template_space
 from ..space.templates.handwritten import hand_written_config
 from ..task import Task
 
@@ -234,17 +234,26 @@ class SketchTuningSpace:
             return None
 
 
-#: space kinds by name, as ``--space`` and ``asc.tune(space=...)`` take them
+#: space kinds by name, as ``--space`` and ``asc.tune(space=...)`` take them (and ``auto``)
 SPACES: dict[str, Callable[[Task], TuningSpace]] = {
     "sketch": SketchTuningSpace,
     "template": TemplateTuningSpace,
 }
+#: the space name that picks, per task, its template where one is registered, else the sketches
+AUTO = "auto"
+
+
+def space_kind(task: Task, kind: str) -> str:
+    """The space ``kind`` names for ``task``: itself, or for ``auto`` ``template`` where the
+    workload has a template on the task's target (packed convolutions, the built-in matmul and
+    convolutions on CPU), else ``sketch``."""
+    if kind == AUTO:
+        return "template" if has_template(task.workload, task.target) else "sketch"
+    if kind not in SPACES:
+        raise SpaceError(f"unknown space {kind!r}; spaces: {', '.join([*SPACES, AUTO])}")
+    return kind
 
 
 def make_space(task: Task, kind: str) -> TuningSpace:
-    """The ``kind`` space (``sketch`` or ``template``) of ``task``."""
-    try:
-        factory = SPACES[kind]
-    except KeyError:
-        raise SpaceError(f"unknown space {kind!r}; spaces: {', '.join(SPACES)}") from None
-    return factory(task)
+    """The ``kind`` space (``sketch``, ``template`` or ``auto``: :func:`space_kind`) of ``task``."""
+    return SPACES[space_kind(task, kind)](task)

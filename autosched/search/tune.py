@@ -140,8 +140,8 @@ def _make_tuner(
         if model is not None:
             raise ValueError("pass model= to the Tuner you give, not to tune()")
         return tuner
-    name = tuner or DEFAULT_TUNERS.get(space, "random")
-    return make_tuner(name, task, make_space(task, space), seed, model)
+    made = make_space(task, space)
+    return make_tuner(tuner or DEFAULT_TUNERS.get(made.kind, "random"), task, made, seed, model)
 
 
 def _resume_hint(measured: int, log: Path | None) -> str:
@@ -183,12 +183,12 @@ def tune(
     model, its name (``xgb``, ``mlp``, ``random``; None: the tuner's default) or the path of a model
     saved by an earlier run's ``save_model=PATH`` (it guides from the first batch; a corrupt file is
     a warning and a new ``xgb`` model); ``transfer`` tuning logs of other workloads to fit the model
-    on first. ``space`` is ``sketch`` (generated) or
-    ``template`` (knobs). ``option`` sets timing and timeouts for the default
+    on first. ``space`` is ``sketch`` (generated), ``template`` (knobs) or ``auto`` (the task's
+    template where it has one, else sketches). ``option`` sets timing and timeouts for the default
     :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`; a ``runner``
     with a ``make_builder(option)`` method (:class:`~autosched.runner.remote.BoardPool`: boards over
-    SSH) gets its own kind of builder by default. ``progress``
-    draws a progress bar on stderr. ``log`` None (the default) records into the tuning database
+    SSH) gets its own kind of builder by default. ``progress`` draws a progress bar on stderr.
+    ``log`` None (the default) records into the tuning database
     (:class:`~autosched.database.Database`, this machine's log for the task's target);
     ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
     with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the

@@ -62,6 +62,12 @@ def list_templates() -> list[TemplateDef]:
     return [_TEMPLATES[k] for k in sorted(_TEMPLATES)]
 
 
+def has_template(workload: str | Workload, target: TargetLike = "c") -> bool:
+    """Whether a template is registered for a workload (or its name) on ``target``'s kind."""
+    name = workload.name if isinstance(workload, Workload) else workload
+    return (name, Target.parse(target).kind) in _TEMPLATES
+
+
 def get_template(workload: str | Workload, target: TargetLike = "c") -> TemplateFunc:
     """The template for a workload (or its name) on ``target``'s kind; ``KeyError`` if none."""
     name = workload.name if isinstance(workload, Workload) else workload

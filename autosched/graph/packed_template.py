@@ -1,0 +1,84 @@
+"""The knob template of ``fused_conv2d_packed`` on CPU, whose default point is the hand-written
+schedule (:func:`~autosched.ops.schedules.tile_conv2d_packed`).
+
+The generated (sketch) space cannot compute the blocked convolution inside the tiles of its
+unblocking consumer, which reads ``conv_blk[n, k // b, y, x, k % b]``, so on packed kernels it
+rarely matches the hand-written schedule. This template searches around it instead: channel
+blocks and columns per register tile, the order and unrolling of the reduction loops, rows
+inside or outside the channel tiles, and how many outer loops run in parallel. Network tuning
+(``space="auto"``) uses it for packed convolutions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..expr import Tensor, as_int
+from ..ops import Workload
+from ..ops.schedules import PackedConvTile, packed_conv_blocks, packed_conv_cols, tile_conv2d_packed
+from ..schedule import Schedule
+from ..space.knobs import Config, OtherEntity, ReorderEntity
+from ..space.templates.common import knob
+from ..space.templates.handwritten import KNOBS
+from ..space.templates.registry import register_template
+from ..target import Target
+from . import epilogue as epi
+
+#: channel blocks per register tile the template tries (those that divide the kernel's blocks)
+BLOCK_CHOICES = (1, 2, 4)
+
+
+def col_choices(width: int) -> list[int]:
+    """Columns per register tile for an output row of ``width``: its divisors from 4 to 8 and
+    4, 6 and 8 (a partial last tile), never more than the row."""
+    return sorted({c for c in range(4, 9) if width % c == 0} | {min(width, c) for c in (4, 6, 8)})
+
+
+def _value(cfg: Config, name: str) -> Any:
+    return knob(cfg, name, OtherEntity).val
+
+
+@register_template("fused_conv2d_packed", "c")
+def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
+    """fused_conv2d_packed: (channel blocks x columns) register tiles of the packed kernel."""
+    out = tensors[-1]
+    s = epi.inline_default(tensors, target)
+    if out.op.name != "conv":
+        s[s.stages["conv"].op.output(0)].compute_inline()
+    acc = s.stages["conv_blk"].op.output(0)
+    blocks = as_int(acc.shape[1])
+    cfg.define_knob("blocks", [b for b in BLOCK_CHOICES if blocks % b == 0])
+    cfg.define_knob("cols", col_choices(as_int(out.shape[3])))
+    cfg.define_reorder("reorder_reduce", 3)
+    cfg.define_knob("unroll", ["none", "rx", "window"])
+    cfg.define_knob("rows_outer", [0, 1])
+    threads = (target.num_threads or 1) > 1
+    if threads:
+        cfg.define_knob("parallel", [1, 2])
+    tile = PackedConvTile(
+        blocks=int(_value(cfg, "blocks")),
+        cols=int(_value(cfg, "cols")),
+        reduce_order=tuple(knob(cfg, "reorder_reduce", ReorderEntity).perm),
+        unroll=str(_value(cfg, "unroll")),
+        rows_outer=bool(_value(cfg, "rows_outer")),
+        parallel=int(_value(cfg, "parallel")) if threads else 2,
+    )
+    tile_conv2d_packed(s, out, acc, target, tile)
+    return s
+
+
+def packed_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
+    """The knob values of ``fused_conv2d_packed_cpu`` (the hand-written schedule)."""
+    out = wl.outputs[0]
+    block = int(wl.args[9])
+    values: dict[str, Any] = {
+        "blocks": packed_conv_blocks(as_int(out.shape[1]) // block),
+        "cols": packed_conv_cols(as_int(out.shape[3])),
+        "reorder_reduce": [0, 1, 2],
+        "unroll": "rx",
+        "rows_outer": 0,
+    }
+    return values | ({"parallel": 2} if (target.num_threads or 1) > 1 else {})
+
+
+KNOBS["fused_conv2d_packed"] = packed_conv_knobs
