@@ -3,6 +3,7 @@ where it is hand-written: matmul and conv2d NCHW on a CPU)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from autosched.cli import main
 from autosched.ops.schedules import default_schedule
 from autosched.records import is_remeasurement, load_records, steps_key
 from autosched.runner.measure import MeasureOption
+from autosched.search.final import _top
 from autosched.space.templates.handwritten import hand_written_config
 
 pytestmark = pytest.mark.requires("gcc")
@@ -80,3 +82,21 @@ def test_the_command_line_measures_the_default_unless_search_only(tmp_path: Path
     assert main(argv) == 0
     spaces = [(r.program or {}).get("space") for r in load_records(log)]
     assert spaces == (["sketch", "sketch"] if search_only else ["default", "sketch"])
+
+
+def test_the_hand_written_point_of_a_template_is_measured_again_at_the_end(tmp_path: Path) -> None:
+    """In a template space the hand-written schedule is logged as the template's point, not as
+    ``"space": "default"``; the final re-measurement still takes it with the fastest programs, so
+    the declared best is compared with it under the same conditions."""
+    conv = asc.Task("conv2d_nchw", (1, 4, 6, 6, 4, 3, 3, 1, 1), target="c -num-threads=1")
+    space = asc.search.make_space(conv, "template")
+    hand = space.default_candidate()
+    assert hand is not None
+    others = [space.sample(random.Random(seed)) for seed in range(3)]
+    measured = [(hand, 3.0), *((c, 1.0 + i) for i, c in enumerate(others))]
+    assert hand not in [c for c, _ in _top(measured, 2)]  # not among the fastest two
+    assert [c for c, _ in _top(measured, 2, hand.key)][-1] == hand  # but measured with them
+    log = tmp_path / "conv.jsonl"
+    asc.tune(conv, trials=6, log=log, tuner="random", space="template", seed=1, option=FAST, remeasure=1)
+    again = [r.program["index"] for r in load_records(log) if is_remeasurement(r)]
+    assert hand.program["index"] in again and 1 <= len(again) <= 2

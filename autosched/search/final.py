@@ -45,16 +45,20 @@ class Final:
     medians: dict[str, float]  # program key -> re-measured median (inf: failed)
 
 
-def _top(measured: Sequence[tuple[Candidate, float]], n: int) -> list[tuple[Candidate, float]]:
+def _top(
+    measured: Sequence[tuple[Candidate, float]], n: int, default_key: str | None = None
+) -> list[tuple[Candidate, float]]:
     """The ``n`` fastest distinct valid programs, fastest first (the earliest on ties), and the
-    default schedule after them if it is valid and not among them."""
+    default schedule after them if it is valid and not among them (the program logged as the
+    default, or the one whose key is ``default_key``: in a template space the hand-written
+    schedule is measured as the template's point)."""
     best: dict[str, tuple[Candidate, float]] = {}
     for cand, cost in measured:
         key = cand.key
         if math.isfinite(cost) and cost < best.get(key, (cand, math.inf))[1]:
             best[key] = (cand, cost)
     top = sorted(best.values(), key=lambda cc: cc[1])[:n]
-    default = next((cc for cc in best.values() if is_default(cc[0])), None)
+    default = next((cc for cc in best.values() if is_default(cc[0]) or cc[0].key == default_key), None)
     return top + [default] if default is not None and default not in top else top
 
 
@@ -110,14 +114,16 @@ def remeasure_top(
     compiler: str,
     machine: str = "",
     earlier: Sequence[Record] = (),
+    default_key: str | None = None,
 ) -> Final:
     """Measure the ``top`` fastest programs of ``measured`` again with ``repeat`` repeats (see the
     module docstring). ``earlier`` are re-measurements already in the log. A runner with an
     ``option`` (:class:`~autosched.runner.LocalRunner`, a board pool) gets ``repeat`` repeats for
     these measurements, interleaved; any other runner is used as it is. Records carry
-    ``machine``, the fingerprint of the machine measured on."""
+    ``machine``, the fingerprint of the machine measured on. ``default_key``: the key of the
+    search space's point that is the default schedule, if it has one."""
     done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
-    chosen = _top(measured, top)
+    chosen = _top(measured, top, default_key)
     todo = [cand for cand, _ in chosen if cand.key not in done]
     results: list[MeasureResult] = []
     if todo:

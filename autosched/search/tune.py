@@ -144,6 +144,14 @@ def _make_tuner(
     return make_tuner(tuner or DEFAULT_TUNERS.get(made.kind, "random"), task, made, seed, model)
 
 
+def _default_key(tuner: Tuner) -> str | None:
+    """The key of the point of ``tuner``'s space that is the task's default schedule (a template
+    space's hand-written config), if it has one."""
+    start = getattr(tuner.space, "default_candidate", None)
+    cand = start() if start is not None else None
+    return cand.key if cand is not None else None
+
+
 def _resume_hint(measured: int, log: Path | None) -> str:
     """What a stopped run leaves and how to go on (nothing without a log)."""
     if log is None:
@@ -265,7 +273,7 @@ def tune(
             final = remeasure_top(
                 task, the_tuner.measured, top=remeasure, repeat=remeasure_repeat or max(10, 3 * opt.repeat),
                 builder=the_builder, runner=the_runner, log=log_path, compiler=measurer.compiler,
-                machine=measurer.machine, earlier=remeasured,
+                machine=measurer.machine, earlier=remeasured, default_key=_default_key(the_tuner),
             )
     except KeyboardInterrupt as stop:
         raise TuningInterrupted(f"tuning stopped{_resume_hint(measurer.measured, log_path)}") from stop
