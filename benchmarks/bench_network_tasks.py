@@ -71,8 +71,8 @@ def main() -> None:
             + ([f"{times[k + ' untuned'] / times[k]:.2f}"] if args.log else []) + [k] for k in order]
     built = f"tuned: {args.log}" if args.log else "untuned"
     print(f"ResNet-18 {args.size}², {args.threads} threads, {built}")
-    print_table(["ms (all)", "count", "GFLOP/s", "share"] + (["untuned / tuned"] if args.log else []) + ["task"],
-                rows)
+    ratio = ["untuned / tuned"] if args.log else []
+    print_table(["ms (all)", "count", "GFLOP/s", "share", *ratio, "task"], rows)
     print(f"kernels in all: {total * 1e3:.2f} ms")
     if args.log:
         untuned = sum(times[k + " untuned"] * count[k] for k in count)
