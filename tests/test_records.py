@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from autosched.records import (
+    BASELINE_KEY,
+    BASELINE_MARGIN,
     REMEASURE_KEY,
     NoRecordError,
     Record,
@@ -23,6 +25,7 @@ from autosched.records import (
     best_record,
     best_records,
     distill,
+    is_baseline,
     is_remeasurement,
     load_best,
     load_records,
@@ -334,6 +337,21 @@ def test_a_re_measured_program_counts_by_its_re_measurement_only() -> None:
     assert best_records(log, check=None)[("wl#1", "c -cc=gcc")].timestamp == 5
     assert pick_best(log, check=None) is log[4]
     assert [is_remeasurement(r) for r in log] == [False] * 3 + [True] * 3
+
+
+def test_another_program_must_beat_the_re_measured_baseline_by_the_margin() -> None:
+    hand, close, clear = ((SplitStep("C", "i", f, None),) for f in (2, 4, 8))
+    again = {"space": "template", REMEASURE_KEY: 10}
+    base = make_record((1e-3,) * 10, steps=hand, program={**again, BASELINE_KEY: True}, timestamp=1)
+    near = make_record((1e-3 * (1 - BASELINE_MARGIN / 2),) * 10, steps=close, program=again, timestamp=2)
+    far = make_record((1e-3 * (1 - 2 * BASELINE_MARGIN),) * 10, steps=clear, program=again, timestamp=3)
+    assert is_baseline(base) and not is_baseline(near)
+    assert pick_best([base, near], check=None) is base  # faster, but by less than the margin
+    assert [r.timestamp for r in ranked([base, near, far])] == [3, 1, 2]
+    assert best_records([near, base, far], check=None)[("wl#1", "c -cc=gcc")] is far
+    assert pick_best([near], check=None) is near  # no baseline: the lowest median
+    other = make_record((1e-3 * 0.99,) * 10, key="b#2", program=again)  # another workload: no margin
+    assert best_records([base, other], check=None)[("b#2", "c -cc=gcc")] is other
 
 
 def test_distill_keeps_the_best_line_of_each_workload_and_target(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import autosched as asc
 from autosched.cli import main
 from autosched.ops.schedules import default_schedule
-from autosched.records import is_remeasurement, load_records, steps_key
+from autosched.records import best_record, is_baseline, is_remeasurement, load_records, steps_key
 from autosched.runner.measure import MeasureOption
 from autosched.search.final import _top
 from autosched.space.templates.handwritten import hand_written_config
@@ -100,3 +100,16 @@ def test_the_hand_written_point_of_a_template_is_measured_again_at_the_end(tmp_p
     asc.tune(conv, trials=6, log=log, tuner="random", space="template", seed=1, option=FAST, remeasure=1)
     again = [r.program["index"] for r in load_records(log) if is_remeasurement(r)]
     assert hand.program["index"] in again and 1 <= len(again) <= 2
+
+
+def test_the_default_is_re_measured_as_the_baseline(tmp_path: Path) -> None:
+    """The default schedule's re-measurement is marked as the baseline; the declared best is the
+    best of the log as ``load_best`` reads it (the margin applied alike)."""
+    task = asc.Task("matmul", (64, 48, 40), target="c -num-threads=1")
+    log = tmp_path / "mm.jsonl"
+    result = asc.tune(task, trials=6, log=log, tuner="random", seed=0, option=FAST, remeasure=2,
+                      measure_default=True)
+    again = [r for r in load_records(log) if is_remeasurement(r)]
+    (base,) = [r for r in again if is_baseline(r)]
+    assert base.program["space"] == "default"
+    assert steps_key(result.best_steps) == best_record(log, task).program_key

@@ -17,11 +17,14 @@ load_records``); ``report`` and ``export`` are imported by name (``autosched.rec
 from __future__ import annotations
 
 from .best import (
+    BASELINE_KEY,
+    BASELINE_MARGIN,
     REMEASURE_KEY,
     NoRecordError,
     best_record,
     best_records,
     distill,
+    is_baseline,
     is_remeasurement,
     load_best,
     pick_best,
@@ -38,6 +41,8 @@ from .log import (
 )
 
 __all__ = [
+    "BASELINE_KEY",
+    "BASELINE_MARGIN",
     "FORMAT_VERSION",
     "REMEASURE_KEY",
     "NoRecordError",
@@ -48,6 +53,7 @@ __all__ = [
     "best_record",
     "best_records",
     "distill",
+    "is_baseline",
     "is_remeasurement",
     "load_best",
     "load_records",

@@ -4,8 +4,12 @@ A program's measurements during tuning are trials; at the end of a run the faste
 measured again with more repeats (:mod:`autosched.search.final`), and those records carry
 ``"remeasure": REPEATS`` in their ``program``. Once a program has been re-measured, its trial
 records no longer count: a lucky trial cannot win over its own sober re-measurement, and a program
-whose re-measurement failed is passed over. :func:`ranked`, :func:`pick_best` and
-:func:`best_records` apply that rule; :func:`best_record` and :func:`distill` read a log with it;
+whose re-measurement failed is passed over. The task's default schedule is re-measured with them and
+its record marked ``"baseline": true``; where a task has such a baseline, another program wins only
+if its median is :data:`BASELINE_MARGIN` below the baseline's: a search that finds nothing clearly
+faster keeps the hand-written schedule rather than a program that won by the timing noise.
+:func:`ranked`, :func:`pick_best` and :func:`best_records` apply these rules; :func:`best_record`
+and :func:`distill` read a log with them;
 :func:`load_best` builds the winner with the task's own compiler. Programs that do not replay are
 passed over with a warning.
 """
@@ -29,12 +33,15 @@ if TYPE_CHECKING:
     from ..task import Task
 
 __all__ = [
+    "BASELINE_KEY",
+    "BASELINE_MARGIN",
     "MAX_TRIES",
     "REMEASURE_KEY",
     "NoRecordError",
     "best_record",
     "best_records",
     "distill",
+    "is_baseline",
     "is_remeasurement",
     "load_best",
     "pick_best",
@@ -45,6 +52,12 @@ __all__ = [
 MAX_TRIES = 10
 #: the key of a record's ``program`` that marks a final re-measurement (its value: the repeats)
 REMEASURE_KEY = "remeasure"
+#: the key of a re-measurement's ``program`` that marks the task's default schedule
+BASELINE_KEY = "baseline"
+#: how much faster than the re-measured default schedule another program must be to win: the
+#: medians of one program's re-measurements (10 repeats, interleaved) differ by up to 5-8% from
+#: run to run on a shared 2-core machine (AMD EPYC Zen 4, 2026-12-03), so a smaller gain is noise
+BASELINE_MARGIN = 0.05
 
 
 class NoRecordError(LookupError):
@@ -54,6 +67,25 @@ class NoRecordError(LookupError):
 def is_remeasurement(record: Record) -> bool:
     """Whether ``record`` is a final re-measurement (not a trial)."""
     return bool(record.program and record.program.get(REMEASURE_KEY))
+
+
+def is_baseline(record: Record) -> bool:
+    """Whether ``record`` is a final re-measurement of the task's default schedule."""
+    return is_remeasurement(record) and bool((record.program or {}).get(BASELINE_KEY))
+
+
+def _scores(records: list[Record]) -> list[tuple[float, Record]]:
+    """(score, record) of the records that count: the median, divided by 1 - BASELINE_MARGIN for
+    a program other than the baseline of a task that has one (it must beat the baseline by the
+    margin; the order of the others among themselves is kept)."""
+    with_baseline = {(r.workload_key, r.target) for r in records if r.ok and is_baseline(r)}
+    scale = 1.0 / (1.0 - BASELINE_MARGIN)
+
+    def score(r: Record) -> float:
+        challenger = not is_baseline(r) and (r.workload_key, r.target) in with_baseline
+        return r.median * scale if challenger else r.median
+
+    return [(score(r), r) for r in _standing(records)]
 
 
 def _standing(records: Iterable[Record]) -> list[Record]:
@@ -68,9 +100,10 @@ def _standing(records: Iterable[Record]) -> list[Record]:
 
 
 def ranked(records: Iterable[Record]) -> list[Record]:
-    """The valid records that count (see the module docstring), fastest first (lowest median; the
-    earliest of equals first)."""
-    return sorted(_standing(records), key=lambda r: r.median)
+    """The valid records that count (see the module docstring), fastest first (lowest median, a
+    baseline's margin applied; the earliest of equals first)."""
+    records = records if isinstance(records, list) else list(records)
+    return [r for _, r in sorted(_scores(records), key=lambda sr: sr[0])]
 
 
 def pick_best(
@@ -104,15 +137,16 @@ def pick_best(
 def best_records(
     records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
 ) -> dict[tuple[str, str], Record]:
-    """The best valid record per (workload key, target): the lowest median, the earliest on ties,
+    """The best valid record per (workload key, target): the lowest median (a baseline's margin
+    applied, see the module docstring), the earliest on ties,
     among those whose program passes ``check`` (by default: replays; see :func:`pick_best`)."""
     records = records if isinstance(records, list) else list(records)
     best: dict[tuple[str, str], Record] = {}
-    medians: dict[tuple[str, str], float] = {}
-    for r in _standing(records):
-        key, median = (r.workload_key, r.target), r.median
-        if median < medians.get(key, float("inf")):
-            best[key], medians[key] = r, median
+    scores: dict[tuple[str, str], float] = {}
+    for score, r in _scores(records):
+        key = (r.workload_key, r.target)
+        if score < scores.get(key, float("inf")):
+            best[key], scores[key] = r, score
     if check is not None:
         for key, r in list(best.items()):
             if check(r) is not None:  # the slow way, for this workload only

@@ -5,10 +5,12 @@ run. So at the end of :func:`~autosched.search.tune` the ``top`` fastest distinc
 (earlier runs in the log included) are measured once more with ``repeat`` repeats, and the best is
 the lowest median of these re-measurements. The task's hand-written default schedule, where it was
 measured, is always measured again with them, so the run's best is declared against it under the
-same conditions. Where the runner's repeats can be set (it has a ``MeasureOption``), the repeats
-are interleaved: :data:`ROUNDS` passes over all the programs, each with its share of the repeats,
-so that a slow stretch of a shared machine slows every program alike rather than the one that
-happened to be measured in it. Each re-measurement is logged as an ordinary record
+same conditions, and its record is marked as the baseline: another program wins only by
+:data:`~autosched.records.BASELINE_MARGIN` (see :mod:`autosched.records.best`). Where the
+runner's repeats can be set (it has a ``MeasureOption``), the repeats are interleaved:
+:data:`ROUNDS` passes over all the programs, each with its share of the repeats, so that a slow
+stretch of a shared machine slows every program alike rather than the one that happened to be
+measured in it. Each re-measurement is logged as an ordinary record
 (one line per measurement) whose ``program`` carries ``"remeasure": REPEATS``; such records are no
 trials (a resumed run does not count them), and a program that already has one in the log is not
 measured again.
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import records
-from ..records import REMEASURE_KEY, Record, is_remeasurement, steps_key
+from ..records import BASELINE_KEY, BASELINE_MARGIN, REMEASURE_KEY, Record, is_remeasurement, steps_key
 from ..runner.measure import Builder, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
 from ..task import Task
 from .baseline import is_default
@@ -124,6 +126,7 @@ def remeasure_top(
     search space's point that is the default schedule, if it has one."""
     done = {r.program_key: r.median for r in earlier if is_remeasurement(r)}
     chosen = _top(measured, top, default_key)
+    base = next((c.key for c, _ in chosen if is_default(c) or c.key == default_key), None)
     todo = [cand for cand, _ in chosen if cand.key not in done]
     results: list[MeasureResult] = []
     if todo:
@@ -133,11 +136,13 @@ def remeasure_top(
             done[steps_key(inp.steps)] = res.median
             if log is not None and res.error_no != MeasureErrorNo.UNKNOWN_ERROR:
                 program: dict[str, Any] = {**(inp.program or {}), REMEASURE_KEY: repeat}
+                if steps_key(inp.steps) == base:
+                    program[BASELINE_KEY] = True
                 records.append_records(log, [Record.from_measure(inp, res, compiler, program, machine)])
     medians = {c.key: done[c.key] for c, _ in chosen}
-    best, best_cost = None, math.inf
-    for cand, _ in chosen:
-        cost = medians[cand.key]
-        if cost < best_cost:
-            best, best_cost = cand, cost
-    return Final(best, best_cost, len(results), medians)
+    best, best_score = None, math.inf
+    for cand, _ in chosen:  # the others must beat the baseline by the margin (records.best)
+        score = medians[cand.key] / (1.0 if base is None or cand.key == base else 1.0 - BASELINE_MARGIN)
+        if score < best_score:
+            best, best_score = cand, score
+    return Final(best, medians[best.key] if best is not None else math.inf, len(results), medians)
