@@ -53,6 +53,16 @@ def test_knobs_of_the_space() -> None:
     assert col_choices(56) == [4, 6, 7, 8] and col_choices(7) == [4, 6, 7] and col_choices(3) == [3]
 
 
+def test_rows_outside_the_channel_tiles_only_where_the_kernel_fits_in_l2() -> None:
+    """A 9 MiB kernel is out of cache when its layer starts in a network: reading it once per row
+    is not offered."""
+    big = asc.get_workload("fused_conv2d_packed", (1, 512, 7, 7, 512, 3, 3, 1, 1, 8, "bias,relu"))
+    l2 = "c -num-threads=2 -l2=1048576"
+    assert template_space(big, l2).knobs["rows_outer"] == 1
+    assert template_space(_wl("3x3"), l2).knobs["rows_outer"] == 2  # 5.6 KiB
+    assert hand_written_config(big, l2) is not None
+
+
 @pytest.mark.requires("gcc")
 @pytest.mark.parametrize("case", sorted(SHAPES))
 def test_sampled_configs_are_correct_and_replayable(case: str) -> None:
