@@ -2,7 +2,7 @@
 
 python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--rounds 5]
                                    [--schedulers gradient round-robin] [--logs DIR] [--no-export]
-                                   [--checkpoints 200 500]
+                                   [--checkpoints 200 500] [--cold]
 
 1. The ONNX model is written with onnx.helper (tests/graph_models.py, no download) at ``--size``².
 2. Untuned: ``build_network`` with no log (each task's default schedule), and the same network with
@@ -13,7 +13,8 @@ python benchmarks/bench_network.py [--size 224] [--trials 200] [--threads 2] [--
    ``build_network`` from that log. The estimated end-to-end latency after every round is kept:
    the table gives the trials the gradient scheduler needed to reach round-robin's final estimate.
    With ``--checkpoints N ...`` the network is also built from the first N records of each log
-   (the tuning as it stood after N trials) and timed with the others.
+   (the tuning as it stood after N trials) and timed with the others. With ``--cold`` every
+   timed call of the tuning runs after a cache flush (:data:`COLD`; logs ``..._cold.jsonl``).
 4. onnxruntime on the same model with ``--threads`` intra-op threads (autosched kernels run with
    as many OpenMP threads: target ``c -num-threads=N``), and PyTorch (CPU, eager, oneDNN
    convolutions; batch-norm folded) running the same ONNX graph node by node (benchmarks/
@@ -49,6 +50,7 @@ from autosched.graph import epilogue, layout  # noqa: E402
 from autosched.graph.export import export_network, write_network  # noqa: E402
 from autosched.ops.schedules import SCHEDULES  # noqa: E402
 from autosched.records import is_remeasurement, load_records  # noqa: E402
+from autosched.runner.measure import MeasureOption  # noqa: E402
 from autosched.search.scheduler import Round  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -79,7 +81,14 @@ def unpacked_network(graph: asc.graph.Graph, target: str) -> asc.graph.Network:
         layout.packs_weights = packs
 
 
-def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target: str) -> dict[str, Any]:
+#: ``--cold``: every timed call after the caches are flushed (TVM's ``enable_cpu_cache_flush``), as
+#: a layer runs in a network: its weights and inputs are not in cache when it starts
+COLD = MeasureOption(number=1, repeat=10, min_repeat_ms=0, flush_cache=True)
+
+
+def tune(
+    graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target: str, option: MeasureOption | None
+) -> dict[str, Any]:
     """Tune with ``scheduler``; the estimated latency after each round and the wall time."""
     curve: list[tuple[int, float]] = []
 
@@ -89,7 +98,7 @@ def tune(graph: asc.graph.Graph, scheduler: str, trials: int, log: Path, target:
     start = time.perf_counter()
     resumed = log.exists() and log.stat().st_size > 0
     result = asc.tune_network(graph, trials=trials, log=log, scheduler=scheduler, target=target,
-                              progress=True, callback=keep)
+                              progress=True, callback=keep, option=option)
     if resumed:  # rounds from an earlier run are not replayed: the curve comes from the log
         curve = curve_from_log(graph, log, target)
     return {"scheduler": scheduler, "trials": trials, "log": str(log), "curve": curve, "tasks": result.tasks,
@@ -165,6 +174,8 @@ def main() -> None:
     ap.add_argument("--no-export", action="store_true", help="skip the exported C library")
     ap.add_argument("--checkpoints", type=int, nargs="*", default=[],
                     help="also time the networks built from each log's first N records")
+    ap.add_argument("--cold", action="store_true",
+                    help="tune with every timed call after a cache flush (1 call per repeat, 10 repeats)")
     args = ap.parse_args()
     import onnxruntime as ort
 
@@ -187,8 +198,8 @@ def main() -> None:
     tuned: list[dict[str, Any]] = []
     for scheduler, budget in args.schedulers:
         trials = budget or args.trials
-        log = args.logs / f"resnet18_{args.size}_{scheduler}_{trials}.jsonl"
-        tuned.append(tune(graph, scheduler, trials, log, target))
+        log = args.logs / f"resnet18_{args.size}_{scheduler}_{trials}{'_cold' if args.cold else ''}.jsonl"
+        tuned.append(tune(graph, scheduler, trials, log, target, COLD if args.cold else None))
         for n in sorted(c for c in args.checkpoints if c < trials):
             prefix = log_prefix(log, n)
             nets[f"tuned, {scheduler}, first {n} trials"] = asc.build_network(graph, prefix, target=target)
