@@ -39,6 +39,13 @@ def is_default(candidate: Candidate) -> bool:
     return (candidate.program or {}).get("space") == DEFAULT_SPACE
 
 
+def space_default(space: TuningSpace | None) -> Candidate | None:
+    """The point of ``space`` that is the task's hand-written schedule (a template space's
+    hand-written config), if it has one."""
+    start = getattr(space, "default_candidate", None)
+    return start() if start is not None else None
+
+
 def measure_default(
     task: Task, measure: Measure, compiler: str, machine: str, space: TuningSpace | None = None
 ) -> list[records.Record]:
@@ -46,8 +53,7 @@ def measure_default(
     when another run sharing the log measures it. Where the tuning ``space`` has the hand-written
     schedule as one of its points (a template space), that point is measured instead: the same
     program, which the search then mutates and its model learns from like any other."""
-    start = getattr(space, "default_candidate", None)
-    cand = (start() if start is not None else None) or default_candidate(task)
+    cand = space_default(space) or default_candidate(task)
     (result,) = measure([cand])
     if result is None:
         return []

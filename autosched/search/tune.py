@@ -52,11 +52,12 @@ from ..runner.measure import (
 )
 from ..task import Task
 from .baseline import measure_default as _measure_default
+from .baseline import space_default
 from .final import Final, remeasure_top
 from .learning import CostModel, Learner, model_name, sidecar_path
 from .measurer import Measurer, Sync
 from .progress import ProgressBar, QualityLog, TuneStats
-from .space import make_space
+from .space import Candidate, make_space
 from .transfer import load_transfer
 from .tuner import Callback, Tuner, make_tuner
 
@@ -144,12 +145,8 @@ def _make_tuner(
     return make_tuner(tuner or DEFAULT_TUNERS.get(made.kind, "random"), task, made, seed, model)
 
 
-def _default_key(tuner: Tuner) -> str | None:
-    """The key of the point of ``tuner``'s space that is the task's default schedule (a template
-    space's hand-written config), if it has one."""
-    start = getattr(tuner.space, "default_candidate", None)
-    cand = start() if start is not None else None
-    return cand.key if cand is not None else None
+def _key(candidate: Candidate | None) -> str | None:
+    return candidate.key if candidate is not None else None
 
 
 def _resume_hint(measured: int, log: Path | None) -> str:
@@ -273,7 +270,8 @@ def tune(
             final = remeasure_top(
                 task, the_tuner.measured, top=remeasure, repeat=remeasure_repeat or max(10, 3 * opt.repeat),
                 builder=the_builder, runner=the_runner, log=log_path, compiler=measurer.compiler,
-                machine=measurer.machine, earlier=remeasured, default_key=_default_key(the_tuner),
+                machine=measurer.machine, earlier=remeasured,
+                default_key=_key(space_default(the_tuner.space)),
             )
     except KeyboardInterrupt as stop:
         raise TuningInterrupted(f"tuning stopped{_resume_hint(measurer.measured, log_path)}") from stop
