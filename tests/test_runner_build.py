@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import stat
 import subprocess
@@ -13,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import autosched as asc
 from autosched.hardware import host_arch
 from autosched.runner import (
     ArgSpec,
@@ -27,6 +30,9 @@ from autosched.runner import (
     elf_machine,
     load_kernel,
 )
+from autosched.runner.measure import MeasureInput
+from autosched.runner.remote import RemoteBuilder
+from autosched.schedule.steps import AnnotateStep, PragmaStep, ReorderStep, SplitStep
 from autosched.target import Target
 
 N = 1000
@@ -334,3 +340,34 @@ def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(LoadError, match="cannot load"):
         load_kernel(not_a_library, "copy8", specs)
     assert os.path.exists(lib)
+
+
+@pytest.mark.requires("gcc")
+def test_the_timing_loop_runs_a_kernel_the_compiler_could_inline_and_run_once(tmp_path: Path) -> None:
+    """A fully unrolled 8x8x8 matmul computes the same C from the same A and B on every call. In a
+    board's static executable (no -fPIC: nothing stops inlining) gcc -O3 inlined it into the timer
+    and ran it once per loop, so calibration grew ``number`` to 2**31 - 1 and the repeats, which
+    call it for real, ran for minutes: the board's trial timed out. Built here for this machine."""
+    task = asc.Task("matmul", (8, 8, 8), target="c -num-threads=1 -vector-bytes=16")
+    splits = [SplitStep("C", f"{ax}{'.inner' * d}", 8, None) for ax in "ij" for d in range(3)]
+    order = ("i.outer", "j.outer", "i.inner.outer", "j.inner.outer", "k.outer", "i.inner.inner.outer",
+             "j.inner.inner.outer", "k.inner", "i.inner.inner.inner", "j.inner.inner.inner")  # fmt: skip
+    unroll = PragmaStep("C", "i.outer", "auto_unroll_max_step", 512)
+    steps = (*splits, SplitStep("C", "k", 8, None), ReorderStep("C", order),
+             AnnotateStep("C", "j.inner.inner.inner", "vectorize"), unroll)  # fmt: skip
+    built = RemoteBuilder(cache_dir=tmp_path / "cache").build([MeasureInput(task, steps)])[0]
+    assert built.lib_path is not None, built.error_msg
+    exe = tmp_path / "cand"
+    exe.write_bytes(gzip.decompress(Path(built.lib_path).read_bytes()))
+    exe.chmod(0o700)
+    a, b = (np.random.default_rng(i).standard_normal((8, 8)).astype(np.float32) for i in range(2))
+    (tmp_path / "data").mkdir()
+    for k, x in enumerate((a, b)):
+        x.tofile(tmp_path / "data" / f"in{k}.bin")
+    run = subprocess.run([str(exe), "data", "1", "2", "5.0", "0", "0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=30)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    timing = json.loads(run.stdout)
+    assert timing["number"] < 2**31 - 1 and min(timing["costs"]) > 1e-10, timing
+    out = np.fromfile(tmp_path / "out0.bin", dtype=np.float32).reshape(8, 8)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
