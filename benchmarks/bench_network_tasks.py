@@ -37,7 +37,7 @@ def kernel_timers(net: asc.Network, size: int, tag: str = "") -> tuple[dict, dic
     values["x"] = np.random.default_rng(0).standard_normal(net.graph.shapes["x"]).astype(np.float32)
     timers, count, flops = {}, {}, {}
     for g in net.groups:  # the network's own order: every kernel gets the arrays it gets in a call
-        values[g.output] = net._run_group(g, values).copy()
+        values[g.output] = net._run_group(g, values, net._workspace()).copy()
         if g.workload is None:
             continue
         name = str(g.workload)

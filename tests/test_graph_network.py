@@ -83,6 +83,29 @@ def test_a_result_stays_as_returned_across_calls_and_threads() -> None:
 
 
 @pytest.mark.requires("gcc")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_intermediates_share_one_workspace_and_an_output_reshaped_from_one_is_copied_out(dtype: str) -> None:
+    g = asc.graph.GraphBuilder("views", dtype=dtype)
+    x = g.input("x", (1, 3, 4, 4))
+    a, b = g.relu(x), g.sigmoid(x)  # a and b live until the concat; the others may reuse them
+    joined = g.concat([g.add(a, b), g.add(b, a)], axis=1)  # (1, 6, 4, 4), written in the workspace
+    g.output(g.reshape(g.relu(g.add(joined, joined)), (6, 16)))  # an output that is a view
+    net = asc.build_network(g.build())
+    plan = net._plan  # 6 intermediates (add + relu fuse; the output is a view of the last); some share bytes
+    assert len(plan.offsets) == 6 and plan.peak < plan.total, plan
+    xs = [np.random.default_rng(i).standard_normal((1, 3, 4, 4)) for i in range(2)]
+
+    def ref(x: np.ndarray) -> np.ndarray:
+        s = np.maximum(x, 0) + 1 / (1 + np.exp(-x))
+        return np.maximum(2 * np.concatenate([s, s], axis=1), 0).reshape(6, 16)
+
+    first, second = net(xs[0]), net(xs[1])
+    assert first.dtype == np.dtype(dtype) and first.shape == (6, 16) and first.flags.owndata
+    np.testing.assert_allclose(first, ref(xs[0]), rtol=1e-5)  # not overwritten by the second call
+    np.testing.assert_allclose(second, ref(xs[1]), rtol=1e-5)
+
+
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize(
     ("args", "target"),
     [

@@ -7,11 +7,17 @@ Each distinct workload is built once: the best record of its task in ``log`` (th
 records only), else the workload's default schedule. Weights are constants held by the network
 (convolution kernels packed for a CPU once, here: :mod:`.layout`) and passed to the kernels as
 inputs; reshape is a view and concat a copy, done in numpy.
+
+Intermediate values live in one workspace per calling thread, placed by the exported library's
+memory plan (:func:`.plan.plan_memory`: values whose lifetimes do not overlap share bytes), so a
+call allocates only its outputs: no fresh pages to fault in for every activation, and the bytes a
+layer writes are often still in cache when a later layer reuses them.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +38,7 @@ from ..task import Task
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
 from .layout import for_target
+from .plan import ALIGN, plan_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,26 @@ class Network:
             kernel, tuned = _build(task, log)
             self.kernels[task.workload] = kernel
             self.built.append(BuiltTask(task, tuned))
+        self._plan = plan_memory(self.graph, self.groups, [])
+        self._local = threading.local()  # each thread's workspace
+
+    def _workspace(self) -> np.ndarray:
+        """This thread's workspace (bytes, ALIGN-aligned), made on its first call."""
+        ws = getattr(self._local, "workspace", None)
+        if ws is None:
+            raw = np.empty(self._plan.peak + ALIGN, dtype=np.uint8)
+            skip = -raw.ctypes.data % ALIGN
+            ws = self._local.workspace = raw[skip : skip + self._plan.peak]
+        return ws
+
+    def _buffer(self, value: str, workspace: np.ndarray) -> np.ndarray:
+        """Where ``value`` is written: its place in the workspace, or a new array (an output)."""
+        shape = self.graph.shapes[value]
+        offset = self._plan.offsets.get(value)
+        if offset is None:
+            return np.empty(shape, dtype=self.graph.dtype)
+        size = int(np.prod(shape)) * np.dtype(self.graph.dtype).itemsize
+        return workspace[offset : offset + size].view(self.graph.dtype).reshape(shape)
 
     def __repr__(self) -> str:
         tuned = sum(b.tuned for b in self.built)
@@ -116,28 +143,32 @@ class Network:
             checked.append(arr)
         return checked
 
-    def _run_group(self, g: Group, values: dict[str, np.ndarray]) -> np.ndarray:
+    def _run_group(self, g: Group, values: dict[str, np.ndarray], workspace: np.ndarray) -> np.ndarray:
         node = g.nodes[0]
         if g.workload is None:
             if node.op == "reshape":
                 return values[node.inputs[0]].reshape(self.graph.shapes[node.output])
             if node.op == "concat":
-                return np.concatenate([values[v] for v in node.inputs], axis=node.attr("axis"))
+                out = self._buffer(g.output, workspace)
+                return np.concatenate([values[v] for v in node.inputs], axis=node.attr("axis"), out=out)
             raise GraphError(f"node {node.name!r}: no runtime for operator {node.op!r}")
         wl = g.workload
         pairs = zip(g.inputs, wl.inputs, strict=True)
         args = [np.ascontiguousarray(values[v]).reshape(static_shape(t.shape)) for v, t in pairs]
-        out = np.empty(static_shape(wl.outputs[0].shape), dtype=self.graph.dtype)
-        self.kernels[wl](*args, out)
-        return out.reshape(self.graph.shapes[g.output])
+        out = self._buffer(g.output, workspace)
+        self.kernels[wl](*args, out.reshape(static_shape(wl.outputs[0].shape)))
+        return out
 
     def __call__(self, *inputs: np.ndarray) -> np.ndarray | list[np.ndarray]:
         """The graph's outputs for ``inputs``: one array, or a list for several outputs."""
         values: dict[str, np.ndarray] = dict(self.graph.constants)
         values.update(zip(self.graph.inputs, self._check(inputs), strict=True))
+        workspace = self._workspace()
         for g in self.groups:
-            values[g.output] = self._run_group(g, values)
-        outs = [values[v] for v in self.graph.outputs]
+            values[g.output] = self._run_group(g, values, workspace)
+        # an output that is a reshape of an intermediate is a view of the workspace: copied out
+        outs = [np.array(values[v]) if np.shares_memory(values[v], workspace) else values[v]
+                for v in self.graph.outputs]
         return outs[0] if len(outs) == 1 else outs
 
 

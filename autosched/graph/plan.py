@@ -95,7 +95,8 @@ def plan_memory(graph: Graph, steps: Sequence[Group], scratch: Sequence[int]) ->
             last[r] = i
     for v in graph.outputs:  # an output reached through a reshape is copied at the end
         last[roots.get(v, v)] = len(steps)
-    sizes = {v: 4 * math.prod(graph.shapes[v]) for v in first if v not in external}
+    item = dtype_bytes(graph.dtype)
+    sizes = {v: item * math.prod(graph.shapes[v]) for v in first if v not in external}
     items = [(first[v], last.get(v, first[v]), _aligned(sizes[v]), v) for v in sizes]
     items += [(i, i, _aligned(n), f"#scratch{i}") for i, n in enumerate(scratch) if n]
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
