@@ -280,22 +280,28 @@ def tile_conv2d_packed(
 
 def max_pool2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """Max pooling: parallel over (image, channel), a vector of output columns per window tap, the
-    window unrolled, the padding inlined as a bounds check (about 3x faster than the naive schedule
-    on ResNet-18's 3x3/2 pool, 2 threads, Zen 3: benchmarks/bench_network_tasks.py; computing the
-    padded plane first was slower)."""
+    window unrolled, the padding inlined as a bounds check, each vector of outputs reduced in a
+    local tile (a register) and stored once. ResNet-18's 3x3/2 pool (2 threads, Zen 4, kernel
+    timed alone): 0.21-0.27 ms, against 0.39-0.42 ms when every tap read and wrote the output
+    (whose scalar taps at the padded border then stalled the vector loads after them) and 0.98 ms
+    for the naive schedule; computing the padded plane first was slower (0.46 ms)."""
     tgt = Target.parse(target)
     out = tensors[-1]
     s = create_schedule(out)
+    acc = s.cache_write(out, "local")
     n, c, y, x = s[out].op.axis
     planes = s[out].fuse(n, c)
     xo, xi = s[out].split(x, tgt.vector_lanes(out.dtype))
-    ry, rx = s[out].op.reduce_axis
-    s[out].reorder(planes, y, xo, ry, rx, xi)
-    s[out].unroll(ry)
-    s[out].unroll(rx)
     s[out].vectorize(xi)
     if (tgt.num_threads or 1) > 1:
         s[out].parallel(planes)
+    s[acc].compute_at(s[out], xo)
+    an, ac, ay, ax = s[acc].op.axis
+    ry, rx = s[acc].op.reduce_axis
+    s[acc].reorder(an, ac, ay, ry, rx, ax)
+    s[acc].unroll(ry)
+    s[acc].unroll(rx)
+    s[acc].vectorize(ax)
     if "pad" in s.stages:
         s[s.stages["pad"].op.output(0)].compute_inline()
     return s
