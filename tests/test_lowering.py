@@ -198,3 +198,39 @@ def test_unrolled_copies_decide_their_guards() -> None:
         got = np.zeros(out.shape, np.float32)
         asc.build(sched, [X, out])(x, got)
         np.testing.assert_array_equal(got, want)
+
+
+def _vector_loops(s: Stmt) -> list[For]:
+    found = [s] if isinstance(s, For) and s.kind == "vectorized" else []
+    children = s.stmts if isinstance(s, Seq) else ()
+    if isinstance(s, For):
+        children = (s.body,)
+    elif isinstance(s, IfThenElse):
+        children = (s.then,) if s.otherwise is None else (s.then, s.otherwise)
+    return found + [f for c in children for f in _vector_loops(c)]
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("target", ["c", None])
+def test_a_vectorized_padded_copy_is_split_where_its_selects_change(target: str | None) -> None:
+    """A vectorized loop over a padded row selects on ``w`` (the column) and ``h`` (the row): on a
+    CPU it is split at the padding (w = 2 and 12) into parts that decide the column's condition,
+    and the row's condition is hoisted around each part, so no vector loop selects per lane; the
+    program computes the padded array. A GPU lowering keeps the loop whole."""
+    X = asc.placeholder((5, 10), name="X")
+    inside = lambda h, w: (h >= 1) & (h < 6) & (w >= 2) & (w < 12)  # noqa: E731
+    P = asc.compute((7, 14), lambda h, w: asc.if_then_else(inside(h, w), X[h - 1, w - 2], -1.0), name="P")
+    s = asc.create_schedule(P)
+    s[P].vectorize(P.op.axis[1])
+    if target is None:
+        loops = _vector_loops(lower(s, [X, P], gpu=True).body)
+        assert [(lp.begin, lp.extent) for lp in loops] == [(0, 14)] and "select" in str(loops[0])
+        return
+    loops = _vector_loops(lower(s, [X, P]).body)
+    # the border parts decide the whole condition (false); the middle one is copied per row branch
+    assert sorted((lp.begin, lp.extent) for lp in loops) == [(0, 2), (2, 10), (2, 10), (12, 2)]
+    assert all("select" not in str(lp.body) for lp in loops), loops
+    x = np.arange(50, dtype=np.float32).reshape(5, 10)
+    got = np.zeros((7, 14), np.float32)
+    asc.build(s, [X, P], target=target)(x, got)
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 1), (2, 2)), constant_values=-1.0))

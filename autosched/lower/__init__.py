@@ -9,6 +9,7 @@ from ..schedule import Schedule
 from .ir import Buffer, PrimFunc, Stmt
 from .lowering import Lowerer
 from .passes import auto_unroll, check_loops, fold, partition
+from .selects import split_selects
 from .simplify import INF, Ranges
 from .unrolling import unroll
 
@@ -84,6 +85,8 @@ def lower_loops(
     body = fold(func.body, dict(sizes))
     body = auto_unroll(body)
     body = partition(body, dict(sizes), sizes=frozenset(func.sizes))
+    if not gpu:  # vector loops free of per-lane selects (C targets)
+        body = split_selects(body, dict(sizes))
     check_loops(body, gpu)  # unrolling only copies statements: the same loops are legal after it
     return Lowered(func.name, func.args, func.body, body, func.sizes, func.code, tuple(scalars))
 
