@@ -92,7 +92,7 @@ def _loop(loop: For, begin: int, extent: int, stores: list[Store]) -> For:
     return For(loop.var, begin, extent, loop.kind, seq(stores), loop.thread, loop.auto_unroll)
 
 
-def _unswitched(loop: For, ranges: Ranges, depth: int = 0) -> Stmt:
+def _unswitched(loop: For, depth: int = 0) -> Stmt:
     """``loop`` inside ``if`` statements on the conditions of its selects that do not use its
     variable, one copy of it per branch taken."""
     stores = _stores(loop.body)
@@ -106,7 +106,6 @@ def _unswitched(loop: For, ranges: Ranges, depth: int = 0) -> Stmt:
             For(loop.var, loop.begin, loop.extent, loop.kind,
                 seq([Store(st.buffer, st.index, _taking(st.value, cond, branch)) for st in stores]),
                 loop.thread, loop.auto_unroll),  # fmt: skip
-            ranges,
             depth + 1,
         )
         for branch in (True, False)
@@ -120,7 +119,7 @@ def _vector_loop(loop: For, ranges: Ranges) -> Stmt:
     if not _selects(stores):
         return loop
     if not (isinstance(loop.begin, int) and isinstance(loop.extent, int)) or loop.extent > MAX_EXTENT:
-        return _unswitched(loop, ranges)
+        return _unswitched(loop)
     end = loop.begin + loop.extent
     bounds = [loop.begin, *_cuts(loop, stores), end]
     if len(bounds) - 1 > MAX_PARTS:
@@ -129,5 +128,5 @@ def _vector_loop(loop: For, ranges: Ranges) -> Stmt:
     for lo, hi in pairwise(bounds):
         inner = {**ranges, loop.var: span(lo, hi - lo)}
         piece = [Store(st.buffer, st.index, _decided(st.value, inner)) for st in stores]
-        parts.append(_unswitched(_loop(loop, lo, hi - lo, piece), inner))
+        parts.append(_unswitched(_loop(loop, lo, hi - lo, piece)))
     return seq(parts)
