@@ -6,7 +6,8 @@ emitter vectorizes straight-line loads and arithmetic only). Here such a loop is
 those conditions change value, so each part decides them once, and a select on a condition that
 does not change inside the loop (``h >= 1``) is hoisted around it (unswitching). Each part is
 then straight-line vector code (ResNet-18's convolutions, which copy their input into a padded
-buffer first, got 5-7% faster, kernels alone; 2 threads, Zen 4). A loop with more parts than
+buffer first, got 4-7% faster, kernels alone; 2 threads, Zen 4:
+``benchmarks/bench_lower_selects.py``). A loop with more parts than
 :data:`MAX_PARTS` is left as it is; one of symbolic extent is only unswitched.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from ..expr import Cmp, Expr, Select, Var, walk
+from ..expr import Cmp, Expr, Extent, Select, Var, walk
 from ..te.traverse import rewrite
 from .ir import For, IfThenElse, Seq, Stmt, Store, map_children, seq
 from .simplify import FALSE, TRUE, Ranges, binop_sub, conjuncts, decide, linear, simplify, span
@@ -88,7 +89,8 @@ def _taking(e: Expr, cond: Expr, branch: bool) -> Expr:
     return rewrite(e, fn)
 
 
-def _loop(loop: For, begin: int, extent: int, stores: list[Store]) -> For:
+def _loop(loop: For, begin: Extent, extent: Extent, stores: list[Store]) -> For:
+    """``loop`` over ``[begin, begin + extent)`` with ``stores`` as its body."""
     return For(loop.var, begin, extent, loop.kind, seq(stores), loop.thread, loop.auto_unroll)
 
 
@@ -103,9 +105,8 @@ def _unswitched(loop: For, depth: int = 0) -> Stmt:
     cond = invariant[0]
     copies = [
         _unswitched(
-            For(loop.var, loop.begin, loop.extent, loop.kind,
-                seq([Store(st.buffer, st.index, _taking(st.value, cond, branch)) for st in stores]),
-                loop.thread, loop.auto_unroll),  # fmt: skip
+            _loop(loop, loop.begin, loop.extent, [Store(st.buffer, st.index, _taking(st.value, cond, branch))
+                                                  for st in stores]),  # fmt: skip
             depth + 1,
         )
         for branch in (True, False)
