@@ -38,6 +38,7 @@ from typing import Any
 
 from ..backends import backend_for
 from ..cluster import Executor, executor_for
+from ..model.feature_workers import in_session
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
 from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, MeasureResult, Runner
@@ -147,6 +148,7 @@ class _HaltCheck:
             raise _Halted(f"stopped after {tuner.trials} trials of {tuner.task.workload}")
 
 
+@in_session
 def tune_network(
     graph: Graph,
     trials: int = 1000,

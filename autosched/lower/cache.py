@@ -41,6 +41,19 @@ class LRUCache(Generic[_V]):
             self._items.clear()
             self.hits = self.misses = 0
 
+    def has(self, key: Hashable) -> bool:
+        """Whether ``key`` holds a value (or a remembered failure); counts as no use."""
+        with self._lock:
+            return key in self._items
+
+    def put(self, key: Hashable, value: _V) -> None:
+        """Store ``value`` for ``key`` (made elsewhere: another process), unless one is there."""
+        with self._lock:
+            self._items.setdefault(key, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
         """The value for ``key``, made by ``make()`` if absent; an exception ``make`` raised for
         this key before is raised again."""

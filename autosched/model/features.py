@@ -100,6 +100,7 @@ import numpy as np
 
 from ..backends import backend_for
 from ..lower.cache import LRUCache
+from .feature_workers import fill
 from .store_features import AI_SAMPLES, NUM_RAW, TOP_BUFFERS, store_rows
 
 if TYPE_CHECKING:
@@ -228,7 +229,9 @@ def program_features(inp: MeasureInput) -> np.ndarray:
 
 
 def extract_features(programs: Sequence[MeasureInput]) -> list[np.ndarray]:
-    """One ``(stores x dims)`` float32 array per program (see the module doc)."""
+    """One ``(stores x dims)`` float32 array per program (see the module doc); a large batch of
+    new programs is described on several cores (:mod:`.feature_workers`)."""
+    fill(programs)
     return [program_features(p) for p in programs]
 
 

@@ -42,6 +42,7 @@ from ..backends import backend_for
 from ..cluster import ClusterUnavailable, Executor, executor_for
 from ..database import Database
 from ..diagnostics import warn
+from ..model.feature_workers import in_session
 from ..ops.schedules import has_hand_written
 from ..records import is_remeasurement
 from ..runner.measure import (
@@ -156,6 +157,7 @@ def _resume_hint(measured: int, log: Path | None) -> str:
     return f"; {measured} new measurements are in {log}: run the same command again to resume"
 
 
+@in_session
 def tune(
     task: Task,
     trials: int = 100,

@@ -1,0 +1,269 @@
+"""Features of a large batch of programs extracted on several cores.
+
+Scoring a search step's population (hundreds of programs, each lowered and described in pure
+Python) is most of a model-guided search's own time, and it runs while the cores wait: nothing is
+compiled or measured meanwhile. :func:`fill` splits a batch among ``workers()`` helper processes
+(fresh interpreters started by :class:`~autosched.runner.process.WorkerProcess`: they never re-run
+the caller's main module) and puts their arrays in :data:`~autosched.model.features.FEATURE_CACHE`,
+where :func:`~autosched.model.features.extract_features` finds them. The arrays are the same, bit
+for bit, as this process would compute (the same code on the same steps). This process waits
+meanwhile: a helper, whose heap holds only its batch, describes a program faster than a tuning
+process full of cached programs does.
+
+Helpers serve only inside a tuning run (:func:`session`; ``asc.tune`` and ``asc.tune_network`` are
+one), which stops them as it ends; elsewhere every program is described in the calling process.
+How many: ``AUTOSCHED_FEATURE_WORKERS`` (read when the first large batch comes), else as many as
+the cores this process may use, at most :data:`MAX_WORKERS`; ``0`` (or one core) keeps every
+program in this process. A program of a workload registered in ``__main__`` (a script or a
+notebook cell, which a fresh interpreter does not have) stays in this process; so does a batch a
+helper fails on, and after a helper dies or stops answering no helpers are used again (one
+warning). Helpers wait on their socket between batches: no CPU time is taken from the kernels
+being measured.
+
+Helper protocol (each message a tuple, the first item its kind): parent ``("features", modules,
+(workload name, args, target), steps_list)`` -> the helper imports ``modules`` (where the workload
+is registered), makes the task (once) and answers ``("done", arrays)`` or ``("error", message)``;
+``("stop",)`` or a closed socket ends it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing.connection import Connection, wait
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..diagnostics import warn
+from ..ops.registry import registered
+from ..runner.measure import MeasureInput
+from ..runner.process import WorkerError, WorkerProcess
+from ..schedule.steps import Step
+from ..task import LOWERING_CACHE, Task
+
+__all__ = ["MAX_WORKERS", "MIN_BATCH", "fill", "in_session", "serve", "session", "shutdown", "workers"]
+
+#: most helper processes (a population is a few hundred programs)
+MAX_WORKERS = 7
+#: fewest new programs in a batch worth sending to helpers (fewer: this process alone)
+MIN_BATCH = 24
+#: chunks per helper a batch is cut into (the next chunk goes to whichever helper is free)
+CHUNKS_PER_HELPER = 4
+#: seconds a helper may take per program before it is given up (lowering takes milliseconds)
+SECONDS_PER_PROGRAM = 2.0
+
+
+def workers() -> int:
+    """How many helper processes large batches use (see the module doc)."""
+    text = os.environ.get("AUTOSCHED_FEATURE_WORKERS", "").strip()
+    if text:
+        try:
+            return max(0, min(int(text), MAX_WORKERS))
+        except ValueError:
+            warn(f"AUTOSCHED_FEATURE_WORKERS={text!r} is not a number; using the default")
+    cores = len(os.sched_getaffinity(0))
+    return 0 if cores < 2 else min(cores, MAX_WORKERS)
+
+
+def _module(task: Task) -> str | None:
+    """The module a fresh interpreter imports to know ``task``'s workload; None: it cannot."""
+    definition = registered(task.workload.name)
+    module = getattr(getattr(definition, "func", None), "__module__", None)
+    if not module or module.startswith("__"):  # __main__, __mp_main__: the caller's own script
+        return None
+    return module
+
+
+class _Pool:
+    """The helper processes of this process, started on first use."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.helpers: list[WorkerProcess] = []
+        self.broken = False
+        self.lock = threading.Lock()
+
+    def _start(self) -> None:
+        while len(self.helpers) < self.count:
+            self.helpers.append(WorkerProcess("autosched.model.feature_workers", "feature"))
+
+    def close(self) -> None:
+        for helper in self.helpers:
+            helper.stop()
+        self.helpers = []
+
+    def _give_up(self, why: str) -> None:
+        self.broken = True
+        self.close()
+        warn(f"feature helper processes stopped ({why}); extracting features in this process only")
+
+    def run(self, module: str, task: Task, steps: list[tuple[Step, ...]]) -> list[np.ndarray | None]:
+        """Features of ``steps`` of ``task``, sent to the helpers in small chunks (the next one to
+        whichever answers first); None where a chunk failed (the caller computes those)."""
+        out: list[np.ndarray | None] = [None] * len(steps)
+        try:
+            self._start()
+        except WorkerError as e:
+            self._give_up(str(e))
+            return out
+        size = max(2, -(-len(steps) // (CHUNKS_PER_HELPER * len(self.helpers))))
+        todo = [list(range(i, min(i + size, len(steps)))) for i in range(0, len(steps), size)]
+        busy: dict[Any, tuple[WorkerProcess, list[int]]] = {}  # by connection
+        spec = (task.workload.name, task.workload.args, str(task.target))
+
+        def give(helper: WorkerProcess) -> None:
+            if todo:
+                chunk = todo.pop(0)
+                helper.send(("features", [module], spec, [steps[i] for i in chunk]))
+                busy[helper.conn] = (helper, chunk)
+
+        try:
+            for helper in self.helpers:
+                give(helper)
+            while busy:
+                limit = 30.0 + SECONDS_PER_PROGRAM * size
+                ready = wait(list(busy), timeout=limit)
+                if not ready:
+                    self._give_up(f"a helper gave no answer within {limit:g} s")
+                    return out
+                for conn in ready:
+                    helper, chunk = busy.pop(conn)
+                    kind, payload = helper.conn.recv()
+                    if kind == "done" and len(payload) == len(chunk):
+                        for i, feats in zip(chunk, payload, strict=True):
+                            out[i] = feats
+                    give(helper)
+        except (EOFError, OSError):
+            self._give_up("a helper died")
+        return out
+
+
+_POOL: _Pool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+_SESSIONS = 0  # tuning runs under way (helpers serve batches only inside one)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextmanager
+def session() -> Iterator[None]:
+    """Inside: large batches may go to helpers (started at the first one). The last session to
+    end stops them, so nothing outlives a tuning run."""
+    global _SESSIONS
+    with _POOL_LOCK:
+        _SESSIONS += 1
+    try:
+        yield
+    finally:
+        with _POOL_LOCK:
+            _SESSIONS -= 1
+            last = _SESSIONS == 0
+        if last:
+            shutdown()
+
+
+def in_session(func: _F) -> _F:
+    """Decorator: ``func`` runs inside a :func:`session` (``asc.tune``, ``asc.tune_network``)."""
+
+    @functools.wraps(func)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with session():
+            return func(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+def _pool() -> _Pool | None:
+    global _POOL
+    with _POOL_LOCK:
+        if _SESSIONS == 0:
+            return None
+        if _POOL is None:
+            _POOL = _Pool(workers())
+            atexit.register(_POOL.close)
+        return None if _POOL.broken or _POOL.count == 0 else _POOL
+
+
+def shutdown() -> None:
+    """Stop the helper processes; the next large batch starts them again (reading
+    ``AUTOSCHED_FEATURE_WORKERS`` again)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            with _POOL.lock:
+                _POOL.close()
+            _POOL = None
+
+
+def _features(task: Task, steps: tuple[Step, ...]) -> np.ndarray:
+    from .features import _store_features  # features imports this module
+
+    return _store_features(MeasureInput(task, steps))
+
+
+def fill(programs: Sequence[MeasureInput]) -> None:
+    """Put the features of ``programs`` that are not cached yet into the feature cache, on
+    several cores when there are at least :data:`MIN_BATCH` of one task and helpers are enabled.
+    Smaller batches, and programs the helpers cannot take, are left to the caller."""
+    from .features import FEATURE_CACHE  # features imports this module
+
+    by_task: dict[tuple[str, str], tuple[Task, dict[tuple[Step, ...], None]]] = {}
+    for p in programs:
+        steps = tuple(p.steps)
+        if not FEATURE_CACHE.has((*p.task.key, steps)):
+            by_task.setdefault(p.task.key, (p.task, {}))[1][steps] = None
+    for task, new in by_task.values():
+        module = _module(task)
+        if len(new) < MIN_BATCH or module is None:
+            continue
+        pool = _pool()
+        if pool is None or not pool.lock.acquire(blocking=False):  # another thread uses the helpers
+            return
+        try:
+            batch = list(new)
+            for s, feats in zip(batch, pool.run(module, task, batch), strict=True):
+                if feats is not None:
+                    feats.flags.writeable = False
+                    FEATURE_CACHE.put((*task.key, s), feats)
+        finally:
+            pool.lock.release()
+
+
+@functools.lru_cache(maxsize=8)
+def _task(name: str, args: tuple[Any, ...], target: str) -> Task:
+    """A helper's task, made once (its tensors are built on first use and kept)."""
+    return Task(name, args, target=target)
+
+
+def serve(conn: Connection) -> None:
+    """The helper's loop (see the module doc)."""
+    conn.send(("ready",))
+    while True:
+        try:
+            message: Any = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] != "features":
+            return
+        _, modules, spec, steps_list = message
+        try:
+            for module in modules:
+                importlib.import_module(module)
+            task = _task(*spec)
+            answer: tuple[str, Any] = ("done", [_features(task, s) for s in steps_list])
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which computes the batch
+            answer = ("error", f"{type(e).__name__}: {e}")
+        finally:
+            LOWERING_CACHE.clear()  # the parent builds what it picks: nothing here is read again
+        try:
+            conn.send(answer)
+        except OSError:
+            return
