@@ -159,3 +159,24 @@ def test_a_guided_tuning_run_uses_helpers_and_leaves_none(
              callbacks=[count])
     assert 2 in seen  # the evolutionary search's populations went to two helpers
     assert feature_workers._POOL is None  # stopped when the run ended
+
+
+def test_helpers_make_the_evolutionary_children_as_this_process_would(
+    helpers: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = Task("conv2d_nchw", (1, 8, 9, 9, 16, 3, 3, 1, 1))
+    space, rng = make_space(task, "sketch"), random.Random(3)
+    points = [space.mutate_point(space.sample_point(rng), rng) for _ in range(2 * feature_workers.MIN_BATCH)]
+    want = [space.candidates([p])[0] for p in points]  # one at a time: made here
+    FEATURE_CACHE.clear()
+    made_here = []
+    steps = type(space.space).steps
+    monkeypatch.setattr(type(space.space), "steps", lambda self, p: made_here.append(p) or steps(self, p))
+    got = space.candidates(points)
+    assert not made_here  # every one made by a helper
+    for g, w in zip(got, want, strict=True):
+        assert g is not None and w is not None
+        assert g.steps == w.steps and g.key == w.key and g.program == w.program
+        assert FEATURE_CACHE.has((*task.key, g.steps))  # described by the helper on the way
+        feats = extract_features([MeasureInput(task, g.steps)])[0]
+        assert feats.tobytes() == _store_features(MeasureInput(task, w.steps)).tobytes()

@@ -20,10 +20,14 @@ helper fails on, and after a helper dies or stops answering no helpers are used 
 warning). Helpers wait on their socket between batches: no CPU time is taken from the kernels
 being measured.
 
+The evolutionary search also has the helpers make its children (:func:`sketch_steps`): replaying
+a sketch with a new annotation into schedule steps costs as much as describing the result.
+
 Helper protocol (each message a tuple, the first item its kind): parent ``("features", modules,
 (workload name, args, target), steps_list)`` -> the helper imports ``modules`` (where the workload
-is registered), makes the task (once) and answers ``("done", arrays)`` or ``("error", message)``;
-``("stop",)`` or a closed socket ends it.
+is registered), makes the task (once) and answers ``("done", arrays)``; ``("sketch", modules,
+task, points)`` with (sketch index, annotation JSON) points -> ``("done", [(steps, array) or
+None])``; either may be answered ``("error", message)``. ``("stop",)`` or a closed socket ends it.
 """
 
 from __future__ import annotations
@@ -44,10 +48,14 @@ from ..diagnostics import warn
 from ..ops.registry import registered
 from ..runner.measure import MeasureInput
 from ..runner.process import WorkerError, WorkerProcess
+from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import LOWERING_CACHE, Task
 
-__all__ = ["MAX_WORKERS", "MIN_BATCH", "fill", "in_session", "serve", "session", "shutdown", "workers"]
+__all__ = [
+    "MAX_WORKERS", "MIN_BATCH", "fill", "in_session", "serve", "session", "shutdown", "sketch_steps",
+    "workers",
+]
 
 #: most helper processes (a population is a few hundred programs)
 MAX_WORKERS = 7
@@ -103,24 +111,25 @@ class _Pool:
         self.close()
         warn(f"feature helper processes stopped ({why}); extracting features in this process only")
 
-    def run(self, module: str, task: Task, steps: list[tuple[Step, ...]]) -> list[np.ndarray | None]:
-        """Features of ``steps`` of ``task``, sent to the helpers in small chunks (the next one to
-        whichever answers first); None where a chunk failed (the caller computes those)."""
-        out: list[np.ndarray | None] = [None] * len(steps)
+    def run(self, kind: str, module: str, task: Task, items: list[Any]) -> list[Any]:
+        """The helpers' answers for ``items`` of ``task`` (``kind`` as in the protocol), sent in
+        small chunks (the next one to whichever helper answers first); None where a chunk failed
+        (the caller computes those)."""
+        out: list[Any] = [None] * len(items)
         try:
             self._start()
         except WorkerError as e:
             self._give_up(str(e))
             return out
-        size = max(2, -(-len(steps) // (CHUNKS_PER_HELPER * len(self.helpers))))
-        todo = [list(range(i, min(i + size, len(steps)))) for i in range(0, len(steps), size)]
+        size = max(2, -(-len(items) // (CHUNKS_PER_HELPER * len(self.helpers))))
+        todo = [list(range(i, min(i + size, len(items)))) for i in range(0, len(items), size)]
         busy: dict[Any, tuple[WorkerProcess, list[int]]] = {}  # by connection
         spec = (task.workload.name, task.workload.args, str(task.target))
 
         def give(helper: WorkerProcess) -> None:
             if todo:
                 chunk = todo.pop(0)
-                helper.send(("features", [module], spec, [steps[i] for i in chunk]))
+                helper.send((kind, [module], spec, [items[i] for i in chunk]))
                 busy[helper.conn] = (helper, chunk)
 
         try:
@@ -134,10 +143,10 @@ class _Pool:
                     return out
                 for conn in ready:
                     helper, chunk = busy.pop(conn)
-                    kind, payload = helper.conn.recv()
-                    if kind == "done" and len(payload) == len(chunk):
-                        for i, feats in zip(chunk, payload, strict=True):
-                            out[i] = feats
+                    answer, payload = helper.conn.recv()
+                    if answer == "done" and len(payload) == len(chunk):
+                        for i, got in zip(chunk, payload, strict=True):
+                            out[i] = got
                     give(helper)
         except (EOFError, OSError):
             self._give_up("a helper died")
@@ -229,18 +238,73 @@ def fill(programs: Sequence[MeasureInput]) -> None:
             return
         try:
             batch = list(new)
-            for s, feats in zip(batch, pool.run(module, task, batch), strict=True):
+            for s, feats in zip(batch, pool.run("features", module, task, batch), strict=True):
                 if feats is not None:
-                    feats.flags.writeable = False
-                    FEATURE_CACHE.put((*task.key, s), feats)
+                    _cache(task, s, feats)
         finally:
             pool.lock.release()
+
+
+def sketch_steps(
+    task: Task, points: Sequence[tuple[int, dict[str, Any]]]
+) -> list[tuple[Step, ...] | None] | None:
+    """The steps of sketch programs ``points`` ((sketch index, annotation JSON) of ``task``'s
+    sketch space), made by the helpers, which also put each one's features in the feature cache;
+    None for a point a helper could not make (the caller makes it, or finds it is no program).
+    None for the whole batch where helpers do not serve it (see :func:`fill`)."""
+    module = _module(task)
+    if len(points) < MIN_BATCH or module is None:
+        return None
+    pool = _pool()
+    if pool is None or not pool.lock.acquire(blocking=False):
+        return None
+    try:
+        made = pool.run("sketch", module, task, list(points))
+    finally:
+        pool.lock.release()
+    out: list[tuple[Step, ...] | None] = []
+    for got in made:
+        if got is None:
+            out.append(None)
+        else:
+            steps, feats = got
+            _cache(task, steps, feats)
+            out.append(steps)
+    return out
+
+
+def _cache(task: Task, steps: tuple[Step, ...], feats: np.ndarray) -> None:
+    from .features import FEATURE_CACHE  # features imports this module
+
+    feats.flags.writeable = False
+    FEATURE_CACHE.put((*task.key, steps), feats)
 
 
 @functools.lru_cache(maxsize=8)
 def _task(name: str, args: tuple[Any, ...], target: str) -> Task:
     """A helper's task, made once (its tensors are built on first use and kept)."""
     return Task(name, args, target=target)
+
+
+def _sketch_program(
+    task: Task, sketch: int, annotation: dict[str, Any]
+) -> tuple[tuple[Step, ...], np.ndarray] | None:
+    """A sketch point's steps and features; None if it is no program (the parent finds out why)."""
+    from ..space.annotate import Annotation
+    from ..space.generated import SketchProgram
+
+    try:
+        steps = _sketch_space(task).steps(SketchProgram(sketch, Annotation.from_json(annotation)))
+    except (ScheduleError, ValueError):
+        return None
+    return steps, _features(task, steps)
+
+
+@functools.lru_cache(maxsize=8)
+def _sketch_space(task: Task) -> Any:
+    from ..space.gpu_space import sketch_space
+
+    return sketch_space(task.workload, task.target)
 
 
 def serve(conn: Connection) -> None:
@@ -251,14 +315,17 @@ def serve(conn: Connection) -> None:
             message: Any = conn.recv()
         except (EOFError, OSError):
             return
-        if message[0] != "features":
+        if message[0] not in ("features", "sketch"):
             return
-        _, modules, spec, steps_list = message
+        kind, modules, spec, items = message
         try:
             for module in modules:
                 importlib.import_module(module)
             task = _task(*spec)
-            answer: tuple[str, Any] = ("done", [_features(task, s) for s in steps_list])
+            if kind == "features":
+                answer: tuple[str, Any] = ("done", [_features(task, s) for s in items])
+            else:
+                answer = ("done", [_sketch_program(task, *point) for point in items])
         except Exception as e:  # noqa: BLE001 - reported to the parent, which computes the batch
             answer = ("error", f"{type(e).__name__}: {e}")
         finally:

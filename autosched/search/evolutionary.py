@@ -13,12 +13,16 @@ measured programs is still drawn at random (:class:`~autosched.search.guided.Mod
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
+from ..schedule import ScheduleError
+from ..space.generated import SketchProgram
 from ..task import Task
 from .guided import ModelTuner
 from .learning import CostModel
-from .space import Candidate, TuningSpace, crossover, mutate, sample
+from .space import Candidate, SketchTuningSpace, TuningSpace, crossover, mutate, sample
 from .tuner import register_tuner
 
 __all__ = ["EvolutionaryTuner", "tournament"]
@@ -65,14 +69,25 @@ class EvolutionaryTuner(ModelTuner):
         """The best measured programs, then random samples."""
         members = self.best_measured(int(self.population * self.measured_ratio))
         keys = {c.key for c in members}
+
+        def add(cand: Candidate | None) -> None:
+            if cand is not None and cand.key not in keys and len(members) < self.population:
+                keys.add(cand.key)
+                members.append(cand)
+
+        space = self.space
+        if isinstance(space, SketchTuningSpace):  # made together (see _children)
+            for _ in range(4):
+                if len(members) >= self.population:
+                    break
+                points = [space.sample_point(self.rng) for _ in range(self.population - len(members))]
+                for cand in space.candidates(points):
+                    add(cand)
+            return members
         for _ in range(4 * self.population):
             if len(members) >= self.population:
                 break
-            cand = sample(self.space, self.rng)
-            key = cand.key
-            if key not in keys:
-                keys.add(key)
-                members.append(cand)
+            add(sample(self.space, self.rng))
         return members
 
     def _child(self, parents: list[Candidate], scores: np.ndarray) -> Candidate:
@@ -85,6 +100,35 @@ class EvolutionaryTuner(ModelTuner):
             child = mutate(self.space, child, self.rng)
         return child
 
+    def _children(self, parents: list[Candidate], scores: np.ndarray) -> list[Candidate]:
+        """The next generation: in a sketch space, each child's sketch program is made here and
+        their steps together (on several cores during a tuning run); elsewhere child by child."""
+        space = self.space
+        try:
+            points = [space.point(p) for p in parents] if isinstance(space, SketchTuningSpace) else None
+        except ValueError:  # a parent from outside the space
+            points = None
+        if points is None or not isinstance(space, SketchTuningSpace):
+            return [self._child(parents, scores) for _ in range(self.population)]
+        kids: list[SketchProgram | None] = []
+        for _ in range(self.population):
+            first = points[tournament(scores, self.tournament_size, self.np_rng)]
+            child = first
+            if self.rng.random() < self.crossover_prob:
+                second = points[tournament(scores, self.tournament_size, self.np_rng)]
+                with contextlib.suppress(ScheduleError, ValueError):  # as crossover(): ``first``
+                    child = space.crossover_point(first, second, self.rng)
+            kid: SketchProgram | None = child
+            if child is first or self.rng.random() < self.mutation_prob:
+                try:
+                    kid = space.mutate_point(child, self.rng)
+                except (ScheduleError, ValueError):  # as mutate(): a fresh sample instead
+                    kid = None
+            kids.append(kid)
+        made = iter(space.candidates([k for k in kids if k is not None]))
+        out = [next(made) if k is not None else None for k in kids]
+        return [c if c is not None else sample(space, self.rng) for c in out]
+
     def search(self, n: int) -> list[Candidate]:
         pool: dict[str, tuple[float, Candidate]] = {}
         population = self.initial_population()
@@ -96,6 +140,6 @@ class EvolutionaryTuner(ModelTuner):
                     pool[key] = (score, cand)
             if generation == self.generations:
                 break
-            population = [self._child(population, scores) for _ in range(self.population)]
+            population = self._children(population, scores)
         ranked = sorted(pool.values(), key=lambda sc: -sc[0])
         return [cand for _, cand in ranked[:n]]

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..model.feature_workers import sketch_steps
 from ..records import steps_key
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
@@ -187,13 +188,44 @@ class SketchTuningSpace:
         self.task = task
         self.space = sketch_space(task.workload, task.target)
 
-    def _candidate(self, program: Any) -> Candidate:
-        steps = self.space.steps(program)
+    def _candidate(self, program: Any, steps: tuple[Step, ...] | None = None) -> Candidate:
         return Candidate(
-            steps,
+            steps if steps is not None else self.space.steps(program),
             {"space": "sketch", "sketch": program.sketch, "annotation": program.annotation.to_json()},
             program,
         )
+
+    # -- points (sketch programs) made one by one, their candidates made together: see
+    # -- EvolutionaryTuner; replaying a sketch into steps is most of the cost of a child
+    def point(self, candidate: Candidate) -> SketchProgram:
+        """``candidate``'s sketch program (ValueError if it is not one of this space)."""
+        return self._program(candidate)
+
+    def sample_point(self, rng: random.Random) -> SketchProgram:
+        """A random sketch program."""
+        return self.space.sample(rng)
+
+    def mutate_point(self, point: SketchProgram, rng: random.Random) -> SketchProgram:
+        """A neighbour of ``point`` (see :meth:`mutate`)."""
+        return self.space.mutate(point, rng)
+
+    def crossover_point(self, a: SketchProgram, b: SketchProgram, rng: random.Random) -> SketchProgram:
+        """A child of ``a`` and ``b`` (``a`` itself when their sketches differ)."""
+        return self.space.crossover(a, b, rng)
+
+    def candidates(self, points: Sequence[SketchProgram]) -> list[Candidate | None]:
+        """The candidates of ``points``, None where a point is no program; during a tuning run a
+        large batch is made by helper processes, which describe each program for the cost model
+        on the way (:func:`~autosched.model.feature_workers.sketch_steps`)."""
+        made = sketch_steps(self.task, [(p.sketch, p.annotation.to_json()) for p in points])
+        out: list[Candidate | None] = []
+        for i, point in enumerate(points):
+            steps = made[i] if made is not None else None
+            try:
+                out.append(self._candidate(point, steps))
+            except (ScheduleError, ValueError):
+                out.append(None)
+        return out
 
     def _program(self, candidate: Candidate) -> Any:
         """The sketch program of ``candidate`` (decoded from its ``program`` if it came from a log)."""
