@@ -15,7 +15,7 @@ import pytest
 
 import autosched as asc
 from autosched.model import feature_workers
-from autosched.model.features import FEATURE_CACHE, _store_features, extract_features
+from autosched.model.features import FEATURE_CACHE, describe, extract_features
 from autosched.runner.measure import MeasureInput
 from autosched.search.space import make_space
 from autosched.task import LOWERING_CACHE, Task
@@ -47,7 +47,7 @@ def test_helpers_describe_a_batch_bit_for_bit_as_this_process_would(helpers: Non
     # the helpers lowered them: this process did not
     assert not any(LOWERING_CACHE.has((*task.key, tuple(p.steps), "default_function")) for p in progs)
     for p, feats in zip(progs, got, strict=True):
-        want = _store_features(p)
+        want = describe(p)
         assert feats.dtype == want.dtype and feats.shape == want.shape
         assert feats.tobytes() == want.tobytes()
         assert not feats.flags.writeable
@@ -81,7 +81,7 @@ def test_a_helper_that_dies_costs_a_warning_not_the_features(helpers: None) -> N
     with pytest.warns(asc.AutoschedWarning, match="feature helper processes stopped"):
         got = extract_features(second)
     for p, feats in zip(second, got, strict=True):
-        assert np.array_equal(feats, _store_features(p))
+        assert np.array_equal(feats, describe(p))
     assert pool.broken and not pool.helpers
     extract_features(programs(task, 64, seed=3))  # no helpers again, no second warning
 
@@ -94,7 +94,7 @@ def test_a_flat_script_with_its_own_workload_runs_once_and_gets_its_features(tmp
         import random
         import autosched as asc
         from autosched.model import feature_workers
-        from autosched.model.features import _store_features, extract_features
+        from autosched.model.features import describe, extract_features
         from autosched.runner.measure import MeasureInput
         from autosched.search.space import make_space
         print("script ran")
@@ -112,7 +112,7 @@ def test_a_flat_script_with_its_own_workload_runs_once_and_gets_its_features(tmp
             return [MeasureInput(task, space.sample(rng).steps) for _ in range(n)]
 
         def same(progs):
-            return all((f == _store_features(p)).all() for p, f in zip(progs, extract_features(progs)))
+            return all((f == describe(p)).all() for p, f in zip(progs, extract_features(progs)))
 
         def helpers():
             return len(feature_workers._POOL.helpers) if feature_workers._POOL else 0
@@ -179,4 +179,4 @@ def test_helpers_make_the_evolutionary_children_as_this_process_would(
         assert g.steps == w.steps and g.key == w.key and g.program == w.program
         assert FEATURE_CACHE.has((*task.key, g.steps))  # described by the helper on the way
         feats = extract_features([MeasureInput(task, g.steps)])[0]
-        assert feats.tobytes() == _store_features(MeasureInput(task, w.steps)).tobytes()
+        assert feats.tobytes() == describe(MeasureInput(task, w.steps)).tobytes()

@@ -18,7 +18,7 @@ from model_doubles import SpyModel, StepKNNModel
 import autosched as asc
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
-from autosched.records import REMEASURE_KEY, Record, is_remeasurement, load_records
+from autosched.records import REMEASURE_KEY, Record, is_remeasurement, load_records, ranked
 from autosched.runner import LocalRunner
 from autosched.search import EvolutionaryTuner, GATuner, SATuner, make_space
 from autosched.space.templates.handwritten import hand_written_config
@@ -69,7 +69,8 @@ def test_each_tuner_tunes_for_real_and_the_best_is_re_measured(tmp_path: Path, n
     assert result.valid_trials >= 12 and result.remeasured_trials == len(again) == len(expected)
     assert {r.program_key for r in again} == expected
     assert all(len(r.costs) == 10 and r.program[REMEASURE_KEY] == 10 for r in again)
-    best = min(again, key=lambda r: r.median)
+    # the fastest re-measurement, where another program must beat the default by BASELINE_MARGIN
+    best = ranked(again)[0]
     assert result.best_time_ms == pytest.approx(best.median * 1e3) and result.best_steps == best.steps
     sidecar = tmp_path / "t.model.jsonl"
     assert sidecar.exists() == (name in ("sa", "evolutionary"))

@@ -3,12 +3,14 @@
 Scoring a search step's population (hundreds of programs, each lowered and described in pure
 Python) is most of a model-guided search's own time, and it runs while the cores wait: nothing is
 compiled or measured meanwhile. :func:`fill` splits a batch among ``workers()`` helper processes
-(fresh interpreters started by :class:`~autosched.runner.process.WorkerProcess`: they never re-run
-the caller's main module) and puts their arrays in :data:`~autosched.model.features.FEATURE_CACHE`,
-where :func:`~autosched.model.features.extract_features` finds them. The arrays are the same, bit
-for bit, as this process would compute (the same code on the same steps). This process waits
-meanwhile: a helper, whose heap holds only its batch, describes a program faster than a tuning
-process full of cached programs does.
+(fresh interpreters started by :class:`~autosched.runner.process.WorkerProcess`, running
+:mod:`.feature_helper`: they never re-run the caller's main module) and puts their arrays in
+:data:`~.feature_cache.FEATURE_CACHE`, where :func:`~.features.extract_features` finds them: the
+same arrays, bit for bit, as this process would compute. This process waits meanwhile: a helper,
+whose heap holds only its batch, describes a program faster than a tuning process full of cached
+programs does. The evolutionary search also has the helpers make its children
+(:func:`sketch_steps`): a child's sketch program is drawn here, and the helper replays it into
+schedule steps and describes the result.
 
 Helpers serve only inside a tuning run (:func:`session`; ``asc.tune`` and ``asc.tune_network`` are
 one), which stops them as it ends; elsewhere every program is described in the calling process.
@@ -19,43 +21,28 @@ notebook cell, which a fresh interpreter does not have) stays in this process; s
 helper fails on, and after a helper dies or stops answering no helpers are used again (one
 warning). Helpers wait on their socket between batches: no CPU time is taken from the kernels
 being measured.
-
-The evolutionary search also has the helpers make its children (:func:`sketch_steps`): replaying
-a sketch with a new annotation into schedule steps costs as much as describing the result.
-
-Helper protocol (each message a tuple, the first item its kind): parent ``("features", modules,
-(workload name, args, target), steps_list)`` -> the helper imports ``modules`` (where the workload
-is registered), makes the task (once) and answers ``("done", arrays)``; ``("sketch", modules,
-task, points)`` with (sketch index, annotation JSON) points -> ``("done", [(steps, array) or
-None])``; either may be answered ``("error", message)``. ``("stop",)`` or a closed socket ends it.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
-import importlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import wait
 from typing import Any, TypeVar
-
-import numpy as np
 
 from ..diagnostics import warn
 from ..ops.registry import registered
 from ..runner.measure import MeasureInput
 from ..runner.process import WorkerError, WorkerProcess
-from ..schedule import ScheduleError
 from ..schedule.steps import Step
-from ..task import LOWERING_CACHE, Task
+from ..task import Task
+from .feature_cache import FEATURE_CACHE, feature_key, remember
 
-__all__ = [
-    "MAX_WORKERS", "MIN_BATCH", "fill", "in_session", "serve", "session", "shutdown", "sketch_steps",
-    "workers",
-]
+__all__ = ["MAX_WORKERS", "MIN_BATCH", "fill", "in_session", "session", "shutdown", "sketch_steps", "workers"]
 
 #: most helper processes (a population is a few hundred programs)
 MAX_WORKERS = 7
@@ -99,7 +86,7 @@ class _Pool:
 
     def _start(self) -> None:
         while len(self.helpers) < self.count:
-            self.helpers.append(WorkerProcess("autosched.model.feature_workers", "feature"))
+            self.helpers.append(WorkerProcess("autosched.model.feature_helper", "feature"))
 
     def close(self) -> None:
         for helper in self.helpers:
@@ -212,22 +199,14 @@ def shutdown() -> None:
             _POOL = None
 
 
-def _features(task: Task, steps: tuple[Step, ...]) -> np.ndarray:
-    from .features import _store_features  # features imports this module
-
-    return _store_features(MeasureInput(task, steps))
-
-
 def fill(programs: Sequence[MeasureInput]) -> None:
     """Put the features of ``programs`` that are not cached yet into the feature cache, on
     several cores when there are at least :data:`MIN_BATCH` of one task and helpers are enabled.
     Smaller batches, and programs the helpers cannot take, are left to the caller."""
-    from .features import FEATURE_CACHE  # features imports this module
-
     by_task: dict[tuple[str, str], tuple[Task, dict[tuple[Step, ...], None]]] = {}
     for p in programs:
         steps = tuple(p.steps)
-        if not FEATURE_CACHE.has((*p.task.key, steps)):
+        if not FEATURE_CACHE.has(feature_key(p.task, steps)):
             by_task.setdefault(p.task.key, (p.task, {}))[1][steps] = None
     for task, new in by_task.values():
         module = _module(task)
@@ -240,7 +219,7 @@ def fill(programs: Sequence[MeasureInput]) -> None:
             batch = list(new)
             for s, feats in zip(batch, pool.run("features", module, task, batch), strict=True):
                 if feats is not None:
-                    _cache(task, s, feats)
+                    remember(task, s, feats)
         finally:
             pool.lock.release()
 
@@ -268,69 +247,6 @@ def sketch_steps(
             out.append(None)
         else:
             steps, feats = got
-            _cache(task, steps, feats)
+            remember(task, steps, feats)
             out.append(steps)
     return out
-
-
-def _cache(task: Task, steps: tuple[Step, ...], feats: np.ndarray) -> None:
-    from .features import FEATURE_CACHE  # features imports this module
-
-    feats.flags.writeable = False
-    FEATURE_CACHE.put((*task.key, steps), feats)
-
-
-@functools.lru_cache(maxsize=8)
-def _task(name: str, args: tuple[Any, ...], target: str) -> Task:
-    """A helper's task, made once (its tensors are built on first use and kept)."""
-    return Task(name, args, target=target)
-
-
-def _sketch_program(
-    task: Task, sketch: int, annotation: dict[str, Any]
-) -> tuple[tuple[Step, ...], np.ndarray] | None:
-    """A sketch point's steps and features; None if it is no program (the parent finds out why)."""
-    from ..space.annotate import Annotation
-    from ..space.generated import SketchProgram
-
-    try:
-        steps = _sketch_space(task).steps(SketchProgram(sketch, Annotation.from_json(annotation)))
-    except (ScheduleError, ValueError):
-        return None
-    return steps, _features(task, steps)
-
-
-@functools.lru_cache(maxsize=8)
-def _sketch_space(task: Task) -> Any:
-    from ..space.gpu_space import sketch_space
-
-    return sketch_space(task.workload, task.target)
-
-
-def serve(conn: Connection) -> None:
-    """The helper's loop (see the module doc)."""
-    conn.send(("ready",))
-    while True:
-        try:
-            message: Any = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message[0] not in ("features", "sketch"):
-            return
-        kind, modules, spec, items = message
-        try:
-            for module in modules:
-                importlib.import_module(module)
-            task = _task(*spec)
-            if kind == "features":
-                answer: tuple[str, Any] = ("done", [_features(task, s) for s in items])
-            else:
-                answer = ("done", [_sketch_program(task, *point) for point in items])
-        except Exception as e:  # noqa: BLE001 - reported to the parent, which computes the batch
-            answer = ("error", f"{type(e).__name__}: {e}")
-        finally:
-            LOWERING_CACHE.clear()  # the parent builds what it picks: nothing here is read again
-        try:
-            conn.send(answer)
-        except OSError:
-            return

@@ -8,7 +8,7 @@ whose steps fail to lower has no rows; :func:`pack_features` stacks a batch into
 Columns marked ``log`` hold ``log2(1 + x)``. Columns marked ``inv`` do not grow with the
 workload's absolute shape (they describe tiles, annotations and ratios), the ones a model shared
 across workloads can use (:func:`shape_invariant_features`). Extracted features are kept in a
-bounded cache (:data:`FEATURE_CACHE`) by task and steps: a model refits on all of a task's
+bounded cache (:data:`~.feature_cache.FEATURE_CACHE`) by task and steps: a model refits on all of a task's
 records after every batch.
 
 Counts are totals over all iterations of the store's loops. "Loops" are the loops around the store,
@@ -99,7 +99,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..backends import backend_for
-from ..lower.cache import LRUCache
+from .feature_cache import FEATURE_CACHE, feature_key
 from .feature_workers import fill
 from .store_features import AI_SAMPLES, NUM_RAW, TOP_BUFFERS, store_rows
 
@@ -200,12 +200,9 @@ def lowered_features(loops: Any, nest: Any, gpu: bool = False) -> np.ndarray:
     return _finish(store_rows(loops, nest, gpu))
 
 
-#: features of programs seen lately, by task key and steps (a model refits on all of a task's
-#: records after every batch; the arrays are read-only)
-FEATURE_CACHE: LRUCache[np.ndarray] = LRUCache(16384)
-
-
-def _store_features(inp: MeasureInput) -> np.ndarray:
+def describe(inp: MeasureInput) -> np.ndarray:
+    """The features of program ``inp`` computed afresh (read-only; no rows if its steps do not
+    lower): what :func:`program_features` caches."""
     try:
         low = inp.task.lowered(inp.steps)
     except Exception:  # an illegal program: no stores to describe
@@ -219,7 +216,7 @@ def _store_features(inp: MeasureInput) -> np.ndarray:
 def program_features(inp: MeasureInput) -> np.ndarray:
     """The features of one program (no rows if its steps do not lower), knob values appended to
     each row for a template program. Read-only: the array may be shared with other callers."""
-    feats = FEATURE_CACHE.get((*inp.task.key, tuple(inp.steps)), lambda: _store_features(inp))
+    feats = FEATURE_CACHE.get(feature_key(inp.task, inp.steps), lambda: describe(inp))
     knobs = knob_values(inp.program)
     if knobs is not None:
         extra = np.broadcast_to(np.array(knobs, dtype=np.float32), (feats.shape[0], len(knobs)))
