@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -222,3 +224,31 @@ def test_is_valid_flags_what_sampling_never_draws() -> None:
     assert space.is_valid(program([1, 1, 1], "A"))
     assert not space.is_valid(program([1, 1, 1], "B"))  # a 512 x 512 panel of B
     assert not space.is_valid(program([1, 8, 8], ""))  # 64 x 512 accumulators
+
+
+#: draws sketch programs, their mutations and crossovers with one seed and prints their steps
+_DRAW = """
+import random
+import autosched as asc
+from autosched.space.generated import SketchSpace
+space = SketchSpace(asc.get_workload("conv2d_nchw", (1, 8, 9, 9, 16, 3, 3, 1, 1)), "c -num-threads=2")
+rng = random.Random(5)
+population = [space.sample(rng) for _ in range(8)]
+for i in range(40):
+    a, b = rng.choice(population), rng.choice(population)
+    child = space.crossover(a, b, rng) if i % 2 else space.mutate(a, rng)
+    population[rng.randrange(len(population))] = child
+    print(repr(space.steps(child)))
+"""
+
+
+def test_mutation_and_crossover_draw_the_same_programs_in_every_process() -> None:
+    """One seed, one sequence of programs, whatever the process's string hashing (the evolutionary
+    search depends on it: a crossover once walked its stages in set order)."""
+    runs = []
+    for hash_seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run([sys.executable, "-c", _DRAW], env=env, capture_output=True, text=True,
+                              timeout=300, check=True)
+        runs.append(done.stdout)
+    assert runs[0].count("\n") == 40 and runs[0] == runs[1] == runs[2]

@@ -101,7 +101,7 @@ def crossover(a: Annotation, b: Annotation, rng: random.Random) -> Annotation:
     """Per stage, take every choice from one parent or the other (both of the same sketch; a packed
     panel goes with the tiles it was sized for)."""
     child = copy.deepcopy(a)
-    stages = set(a.parallel) | set(a.tiles) | set(a.location)
+    stages = sorted(set(a.parallel) | set(a.tiles) | set(a.location))  # one order in every process
     for stage in stages:
         if rng.random() < 0.5:
             for table in ("tiles", "parallel", "vectorize", "unroll", "location", "pack"):
