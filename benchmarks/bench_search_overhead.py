@@ -1,0 +1,107 @@
+"""The model-guided search's own time per trial, without a compiler or a device in the way.
+
+The evolutionary search with the ``xgb`` model runs on a workload's sketch space as ``asc.tune``
+runs it (batches of ``2 x cores + 2``, a refit after each batch), but each program's "measured"
+cost is a stand-in computed from its key (a hash), so every setting searches exactly the same
+programs and the wall time is the search alone: drawing children, lowering and describing them
+(:mod:`autosched.model.feature_workers`' helper processes, or this process), fitting and
+predicting. Each setting runs in its own process (``AUTOSCHED_FEATURE_WORKERS``), alternating,
+``--rounds`` times; the table gives milliseconds per trial (median and range) and checks that every
+run drew the same programs.
+
+    python benchmarks/bench_search_overhead.py [--trials 256] [--rounds 2] [--workers 0 2]
+        [--cases conv64p matmul512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from common import cpu_name, median, print_table, write_results
+
+CASES = {
+    "conv64p": ("fused_conv2d_packed", (1, 64, 56, 56, 64, 3, 3, 1, 1, 8, "")),
+    "matmul512": ("matmul", (512, 512, 512)),
+}
+
+#: one search in a fresh process: argv = workload name, JSON args, trials, target; prints JSON
+_RUN = """
+import hashlib, json, sys, time
+import xgboost  # imported before the clock starts, as a tuning process has it
+import autosched as asc
+from autosched.model import feature_workers
+from autosched.runner.measure import MeasureResult
+from autosched.search import make_space, make_tuner, resolve_model
+
+name, args, trials, target = sys.argv[1], tuple(json.loads(sys.argv[2])), int(sys.argv[3]), sys.argv[4]
+task = asc.Task(name, args, target=target)
+cores = task.target.cores or 1
+
+def stand_in(cands):  # a cost from the program's key: the same programs in every setting
+    return [MeasureResult((1e-3 * (1 + 4 * int(hashlib.sha256(c.key.encode()).hexdigest()[:8], 16) / 2**32),))
+            for c in cands]
+
+keys = []
+tuner = make_tuner("evolutionary", task, make_space(task, "sketch"), seed=0, model=resolve_model("xgb"))
+start = time.perf_counter()
+def note(tuner, cands, results):
+    keys.extend(c.key for c in cands)
+
+with feature_workers.session():
+    tuner.tune(trials, stand_in, batch_size=2 * cores + 2, callbacks=[note])
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "trials": tuner.trials,
+                  "programs": hashlib.sha256("".join(keys).encode()).hexdigest()[:12]}))
+"""
+
+
+def run(case: str, workers: int, trials: int) -> dict[str, object]:
+    """One search of ``case`` with ``workers`` helper processes, in a fresh process."""
+    name, args = CASES[case]
+    env = {**os.environ, "AUTOSCHED_FEATURE_WORKERS": str(workers), "PYTHONHASHSEED": "0"}
+    target = f"c -num-threads={len(os.sched_getaffinity(0))}"
+    done = subprocess.run([sys.executable, "-c", _RUN, name, json.dumps(args), str(trials), target], env=env,
+                          capture_output=True, text=True, timeout=3600, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trials", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    opts = parser.parse_args()
+    print(f"{cpu_name()}; {len(os.sched_getaffinity(0))} cores; {opts.trials} trials; the search alone")
+    start = time.monotonic()
+    runs: dict[str, dict[int, list[dict[str, object]]]] = {
+        c: {w: [] for w in opts.workers} for c in opts.cases
+    }
+    for case in opts.cases:
+        for r in range(opts.rounds):
+            for w in opts.workers:
+                got = run(case, w, opts.trials)
+                runs[case][w].append(got)
+                print(f"  {case} round {r + 1}, {w} helpers: {got['seconds']:.1f} s", flush=True)
+    rows = []
+    for case, by_workers in runs.items():
+        programs = {str(g["programs"]) for results in by_workers.values() for g in results}
+        for w, results in by_workers.items():
+            ms = [1e3 * float(g["seconds"]) / opts.trials for g in results]  # type: ignore[arg-type]
+            rows.append([case, w, f"{median(ms):.0f}", f"{min(ms):.0f}-{max(ms):.0f}",
+                         "yes" if len(programs) == 1 else f"no ({len(programs)} sequences)"])
+    print()
+    print_table(["case", "helpers", "ms per trial (median)", "range", "same programs in every run"], rows)
+    payload = {"cpu": cpu_name(), "trials": opts.trials, "rounds": opts.rounds,
+               "wall_s": time.monotonic() - start,
+               "runs": {c: {str(w): r for w, r in by.items()} for c, by in runs.items()}}
+    print(f"\nresults: {write_results('search_overhead', payload)}")
+
+
+if __name__ == "__main__":
+    main()
