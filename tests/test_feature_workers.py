@@ -67,7 +67,11 @@ def test_no_helpers_when_the_environment_says_zero(helpers: None, monkeypatch: p
     assert feature_workers._POOL is not None and not feature_workers._POOL.helpers
     monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "many")
     with pytest.warns(asc.AutoschedWarning, match="AUTOSCHED_FEATURE_WORKERS='many' is not a number"):
-        assert feature_workers.workers() >= 0
+        assert feature_workers.workers() == 0
+    monkeypatch.delenv("AUTOSCHED_FEATURE_WORKERS")
+    assert feature_workers.workers() == 0  # none unless asked for
+    monkeypatch.setenv("AUTOSCHED_FEATURE_WORKERS", "64")
+    assert feature_workers.workers() == feature_workers.MAX_WORKERS
 
 
 def test_a_helper_that_dies_costs_a_warning_not_the_features(helpers: None) -> None:

@@ -14,13 +14,16 @@ schedule steps and describes the result.
 
 Helpers serve only inside a tuning run (:func:`session`; ``asc.tune`` and ``asc.tune_network`` are
 one), which stops them as it ends; elsewhere every program is described in the calling process.
-How many: ``AUTOSCHED_FEATURE_WORKERS`` (read when the first large batch comes), else as many as
-the cores this process may use, at most :data:`MAX_WORKERS`; ``0`` (or one core) keeps every
-program in this process. A program of a workload registered in ``__main__`` (a script or a
-notebook cell, which a fresh interpreter does not have) stays in this process; so does a batch a
-helper fails on, and after a helper dies or stops answering no helpers are used again (one
-warning). Helpers wait on their socket between batches: no CPU time is taken from the kernels
-being measured.
+How many: ``AUTOSCHED_FEATURE_WORKERS=N`` (read when the first large batch comes; at most
+:data:`MAX_WORKERS`), none by default: what they buy depends on the workload and the machine. On
+two cores (AMD EPYC Zen 4, ``benchmarks/bench_search_overhead.py``, 256 trials, the same programs)
+two helpers cut the search's own time per trial by 9-20% on a packed conv2d, whose programs take
+3-4 ms each to lower and describe, and raised it by a third on matmul 512, whose programs take
+about 1.3 ms: there, sending sketch programs and steps between processes costs more than it
+saves. A program of a workload registered in ``__main__`` (a script or a notebook cell, which a
+fresh interpreter does not have) stays in this process; so does a batch a helper fails on, and
+after a helper dies or stops answering no helpers are used again (one warning). Helpers wait on
+their socket between batches: no CPU time is taken from the kernels being measured.
 """
 
 from __future__ import annotations
@@ -61,9 +64,8 @@ def workers() -> int:
         try:
             return max(0, min(int(text), MAX_WORKERS))
         except ValueError:
-            warn(f"AUTOSCHED_FEATURE_WORKERS={text!r} is not a number; using the default")
-    cores = len(os.sched_getaffinity(0))
-    return 0 if cores < 2 else min(cores, MAX_WORKERS)
+            warn(f"AUTOSCHED_FEATURE_WORKERS={text!r} is not a number; using no helpers")
+    return 0
 
 
 def _module(task: Task) -> str | None:
