@@ -102,7 +102,8 @@ class EvolutionaryTuner(ModelTuner):
 
     def _children(self, parents: list[Candidate], scores: np.ndarray) -> list[Candidate]:
         """The next generation: in a sketch space, each child's sketch program is made here and
-        their steps together (on several cores during a tuning run); elsewhere child by child."""
+        their steps together (by helper processes where a tuning run has them); elsewhere child by
+        child."""
         space = self.space
         try:
             points = [space.point(p) for p in parents] if isinstance(space, SketchTuningSpace) else None

@@ -214,9 +214,10 @@ class SketchTuningSpace:
         return self.space.crossover(a, b, rng)
 
     def candidates(self, points: Sequence[SketchProgram]) -> list[Candidate | None]:
-        """The candidates of ``points``, None where a point is no program; during a tuning run a
-        large batch is made by helper processes, which describe each program for the cost model
-        on the way (:func:`~autosched.model.feature_workers.sketch_steps`)."""
+        """The candidates of ``points``, None where a point is no program; during a tuning run with
+        feature helpers (``AUTOSCHED_FEATURE_WORKERS``) a large batch is made by them, and each
+        program described for the cost model on the way
+        (:func:`~autosched.model.feature_workers.sketch_steps`)."""
         made = sketch_steps(self.task, [(p.sketch, p.annotation.to_json()) for p in points])
         out: list[Candidate | None] = []
         for i, point in enumerate(points):
