@@ -188,15 +188,18 @@ class SketchTuningSpace:
         self.task = task
         self.space = sketch_space(task.workload, task.target)
 
-    def _candidate(self, program: Any, steps: tuple[Step, ...] | None = None) -> Candidate:
+    def _candidate(
+        self, program: Any, steps: tuple[Step, ...] | None = None, annotation: dict[str, Any] | None = None
+    ) -> Candidate:
         return Candidate(
             steps if steps is not None else self.space.steps(program),
-            {"space": "sketch", "sketch": program.sketch, "annotation": program.annotation.to_json()},
+            {"space": "sketch", "sketch": program.sketch,
+             "annotation": annotation if annotation is not None else program.annotation.to_json()},
             program,
         )
 
     # -- points (sketch programs) made one by one, their candidates made together: see
-    # -- EvolutionaryTuner; replaying a sketch into steps is most of the cost of a child
+    # -- EvolutionaryTuner (a batch of children can be replayed, lowered and described elsewhere)
     def point(self, candidate: Candidate) -> SketchProgram:
         """``candidate``'s sketch program (ValueError if it is not one of this space)."""
         return self._program(candidate)
@@ -218,12 +221,13 @@ class SketchTuningSpace:
         feature helpers (``AUTOSCHED_FEATURE_WORKERS``) a large batch is made by them, and each
         program described for the cost model on the way
         (:func:`~autosched.model.feature_workers.sketch_steps`)."""
-        made = sketch_steps(self.task, [(p.sketch, p.annotation.to_json()) for p in points])
+        annotations = [p.annotation.to_json() for p in points]
+        made = sketch_steps(self.task, [(p.sketch, a) for p, a in zip(points, annotations, strict=True)])
         out: list[Candidate | None] = []
         for i, point in enumerate(points):
             steps = made[i] if made is not None else None
             try:
-                out.append(self._candidate(point, steps))
+                out.append(self._candidate(point, steps, annotations[i]))
             except (ScheduleError, ValueError):
                 out.append(None)
         return out
