@@ -15,14 +15,15 @@ channels (``fused_conv2d_packed``, the layout a network's convolutions read on a
 outside the timed call); the references get the kernel as the model has it.
 
 Also reported: the search overhead (wall time outside compile and run: sampling, lowering,
-features, model fits and predictions, logging) and, with ``--transfer``, conv2d (128,28,28,128)
-tuned by ``evolutionary`` starting from a model fitted on the other cases' logs; with
-``--dataset DIR``, every case also tuned by ``evolutionary`` with the logs of DIR (other
-workloads, made by ``make_dataset.py``) as transfer logs.
+features, model fits and predictions, logging; each run compiles into its own empty kernel cache,
+as a user's first run of a workload does, unless ``--kernel-cache shared``) and, with
+``--transfer``, conv2d (128,28,28,128) tuned by ``evolutionary`` starting from a model fitted on
+the other cases' logs; with ``--dataset DIR``, every case also tuned by ``evolutionary`` with the
+logs of DIR (other workloads, made by ``make_dataset.py``) as transfer logs.
 
     python benchmarks/bench_guided.py [--cases matmul512,conv64] [--tuners evolutionary,random,ga]
         [--seeds 0,1,2] [--checkpoints 64,256] [--long-tuners evolutionary,random] [--transfer]
-        [--dataset DIR] [--rounds 5] [--log-dir DIR] [--results-name NAME]
+        [--dataset DIR] [--rounds 5] [--kernel-cache fresh|shared] [--log-dir DIR] [--results-name NAME]
 
 Logs stay in ``--log-dir`` (default benchmarks/results/logs/guided/): a stopped run resumes.
 """
@@ -44,6 +45,7 @@ import numpy as np  # noqa: E402
 from common import (  # noqa: E402
     blas_info,
     cpu_name,
+    fresh_kernel_cache,
     interleaved,
     kernel_timer,
     median,
@@ -169,8 +171,9 @@ def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
         tuner, _, space = tag.split("+")[0].partition("@")
         log = opts.log_dir / f"{label}_{tag.replace('@', '-')}_s{seed}.jsonl"
         default = "+default" in tag
-        for point in tune_run(task, log, tuner, seed, checkpoints, transfer, space or "sketch", default):
-            runs.append({"tuner": tag, "seed": seed, "log": str(log), **point})
+        with fresh_kernel_cache(opts.kernel_cache == "fresh"):
+            points = tune_run(task, log, tuner, seed, checkpoints, transfer, space or "sketch", default)
+        runs.extend({"tuner": tag, "seed": seed, "log": str(log), **point} for point in points)
     inputs = task.workload.random_inputs(0)
     outputs = [np.zeros(t.shape, t.dtype) for t in task.workload.outputs]
     timers = references(name, args, inputs)
@@ -224,6 +227,10 @@ def main() -> None:
     parser.add_argument("--default", action="store_true",
                         help="every tuner also with the hand-written schedule as its first trial")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--kernel-cache", choices=("fresh", "shared"), default="fresh",
+                        help="fresh: each (case, tuner, seed) run compiles into its own empty kernel "
+                             "cache, as a first run would; shared: the user's cache, which earlier runs "
+                             "may have filled (compiles then look free)")
     parser.add_argument("--log-dir", type=Path, default=LOGS)
     parser.add_argument("--results-name", default="guided")
     opts = parser.parse_args()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +106,29 @@ def wall_timer(fn: Callable[[], object], number: int) -> Callable[[], float]:
         return (time.perf_counter() - t0) / number
 
     return run
+
+
+@contextmanager
+def fresh_kernel_cache(enabled: bool = True) -> Iterator[None]:
+    """Inside the block, compiled kernels go to a new empty cache (``AUTOSCHED_CACHE``), removed
+    afterwards: a tuning run then compiles every program it measures, as a user's first run of a
+    workload does, instead of loading the libraries an earlier benchmark run left in the shared
+    cache (which makes compiling look free and the search's share of the wall time look larger).
+    With ``enabled`` False the block uses the cache as it is."""
+    if not enabled:
+        yield
+        return
+    old = os.environ.get("AUTOSCHED_CACHE")
+    path = tempfile.mkdtemp(prefix="autosched-bench-kernels-")
+    os.environ["AUTOSCHED_CACHE"] = path
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("AUTOSCHED_CACHE", None)
+        else:
+            os.environ["AUTOSCHED_CACHE"] = old
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def median(xs: list[float]) -> float:
