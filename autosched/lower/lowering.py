@@ -174,35 +174,36 @@ class Lowerer:
 
     def inline(self, e: Expr) -> Expr:
         """``e`` with the reads of inlined stages replaced by their expressions."""
+        return rewrite(e, self._inlined)
 
-        def fn(n: Expr) -> Expr | None:
-            if isinstance(n, Load):
-                prod = self.s.stages.get(n.tensor.op.name)  # a scan's state is no stage
-                if prod is not None and prod.attach == ("inline",):
-                    pop = prod.op
-                    assert isinstance(pop, ComputeOp)
-                    idx = [rewrite(i, fn) for i in n.indices]
-                    mapping = {iv.var: i for iv, i in zip(pop.axis, idx, strict=True)}
-                    return substitute(self.body_of(prod, n.tensor.value_index), mapping)
-            return None
-
-        return rewrite(e, fn)
+    def _inlined(self, n: Expr) -> Expr | None:
+        """A read of an inlined stage as its expression (for :meth:`inline`; a bound method: a closure
+        calling itself is a reference cycle, which kept each lowering alive until a collection)."""
+        if isinstance(n, Load):
+            prod = self.s.stages.get(n.tensor.op.name)  # a scan's state is no stage
+            if prod is not None and prod.attach == ("inline",):
+                pop = prod.op
+                assert isinstance(pop, ComputeOp)
+                idx = [rewrite(i, self._inlined) for i in n.indices]
+                mapping = {iv.var: i for iv, i in zip(pop.axis, idx, strict=True)}
+                return substitute(self.body_of(prod, n.tensor.value_index), mapping)
+        return None
 
     def to_buffers(self, e: Expr) -> Expr:
         """Replace tensor loads by flat buffer loads relative to each buffer's region."""
+        return rewrite(e, self._buffer_load)
 
-        def fn(n: Expr) -> Expr | None:
-            if isinstance(n, Load):
-                name = n.tensor.name
-                if name not in self.buffers:
-                    raise ScheduleError(f"{name} is read before it is computed (check compute_at targets)")
-                buf = self.buffers[name]
-                idx = [rewrite(i, fn) for i in n.indices]
-                local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name], strict=True)]
-                return BufLoad(buf, self.flatten(local, buf))
-            return None
-
-        return rewrite(e, fn)
+    def _buffer_load(self, n: Expr) -> Expr | None:
+        """A tensor read as a flat buffer load (for :meth:`to_buffers`)."""
+        if isinstance(n, Load):
+            name = n.tensor.name
+            if name not in self.buffers:
+                raise ScheduleError(f"{name} is read before it is computed (check compute_at targets)")
+            buf = self.buffers[name]
+            idx = [rewrite(i, self._buffer_load) for i in n.indices]
+            local = [BinOp("sub", i, b, "int32") for i, b in zip(idx, self.bases[name], strict=True)]
+            return BufLoad(buf, self.flatten(local, buf))
+        return None
 
     def flatten(self, idx: Sequence[Expr], buf: Buffer) -> Expr:
         """The flat index of ``idx`` in ``buf`` (row-major, or its padded strides), simplified;

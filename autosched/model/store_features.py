@@ -148,23 +148,23 @@ def scan_store(s: Store) -> tuple[list[float], list[Access]]:
 def auto_unroll_steps(nest: Stmt) -> dict[str, int]:
     """Buffer name -> the largest ``auto_unroll_max_step`` pragma around a store to it."""
     out: dict[str, int] = {}
-
-    def visit(s: Stmt, step: int) -> None:
-        if isinstance(s, For):
-            visit(s.body, s.auto_unroll if s.auto_unroll is not None else step)
-        elif isinstance(s, Store):
-            if step > out.get(s.buffer.name, 0):
-                out[s.buffer.name] = step
-        elif isinstance(s, Seq):
-            for x in s.stmts:
-                visit(x, step)
-        elif isinstance(s, IfThenElse):
-            visit(s.then, step)
-            if s.otherwise is not None:
-                visit(s.otherwise, step)
-
-    visit(nest, 0)
+    _pragmas(nest, 0, out)
     return out
+
+
+def _pragmas(s: Stmt, step: int, out: dict[str, int]) -> None:
+    if isinstance(s, For):
+        _pragmas(s.body, s.auto_unroll if s.auto_unroll is not None else step, out)
+    elif isinstance(s, Store):
+        if step > out.get(s.buffer.name, 0):
+            out[s.buffer.name] = step
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _pragmas(x, step, out)
+    elif isinstance(s, IfThenElse):
+        _pragmas(s.then, step, out)
+        if s.otherwise is not None:
+            _pragmas(s.otherwise, step, out)
 
 
 class _Walker:

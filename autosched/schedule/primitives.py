@@ -262,14 +262,20 @@ def _cache_read(s: ScheduleLike, stage: Stage, step: st.CacheReadStep) -> None:
     for reader in readers:
         old = reader.op
         assert isinstance(old, ComputeOp)
+        body = _reading(old.body, stage.name, cache)
+        others = tuple(_reading(b, stage.name, cache) for b in old.others)
+        reader.op = ComputeOp(old.name, old.axis, body, old.tag, old.attrs, others)
 
-        def swap(e: Expr, src: str = stage.name, dst: ComputeOp = cache) -> Expr | None:
-            if isinstance(e, Load) and e.tensor.op.name == src:
-                return Load(dst.output(e.tensor.value_index), tuple(rewrite(i, swap) for i in e.indices))
-            return None
 
-        others = tuple(rewrite(b, swap) for b in old.others)
-        reader.op = ComputeOp(old.name, old.axis, rewrite(old.body, swap), old.tag, old.attrs, others)
+def _reading(e: Expr, src: str, dst: ComputeOp) -> Expr:
+    """``e`` with its reads of the operation named ``src`` made reads of ``dst``."""
+
+    def swap(n: Expr) -> Expr | None:
+        if isinstance(n, Load) and n.tensor.op.name == src:
+            return Load(dst.output(n.tensor.value_index), tuple(_reading(i, src, dst) for i in n.indices))
+        return None
+
+    return rewrite(e, swap)
 
 
 def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:

@@ -29,25 +29,26 @@ def topo_order(outputs: Sequence[Tensor]) -> list[Operation]:
     """All operations the outputs depend on, producers before consumers; names must be unique."""
     order: list[Operation] = []
     seen: dict[str, Operation] = {}
-    visiting: set[str] = set()
-
-    def visit(op: Operation) -> None:
-        if op.name in seen:
-            if seen[op.name] is not op:
-                raise ValueError(f"two different tensors are both named {op.name!r}; names must be unique")
-            return
-        if op.name in visiting:
-            raise ValueError(f"cycle through tensor {op.name!r}")
-        visiting.add(op.name)
-        for t in op.input_tensors:
-            visit(t.op)
-        visiting.discard(op.name)
-        seen[op.name] = op
-        order.append(op)
-
     for t in outputs:
-        visit(t.op)
+        _visit(t.op, order, seen, set())
     return order
+
+
+def _visit(op: Operation, order: list[Operation], seen: dict[str, Operation], visiting: set[str]) -> None:
+    """Add ``op``'s producers, then ``op``, to ``order`` (a module function, not a closure that
+    calls itself: such a closure is a reference cycle left to the garbage collector)."""
+    if op.name in seen:
+        if seen[op.name] is not op:
+            raise ValueError(f"two different tensors are both named {op.name!r}; names must be unique")
+        return
+    if op.name in visiting:
+        raise ValueError(f"cycle through tensor {op.name!r}")
+    visiting.add(op.name)
+    for t in op.input_tensors:
+        _visit(t.op, order, seen, visiting)
+    visiting.discard(op.name)
+    seen[op.name] = op
+    order.append(op)
 
 
 def op_to_str(op: Operation) -> str:

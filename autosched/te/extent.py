@@ -60,19 +60,19 @@ def extent_vars(e: Extent | Iterable[Extent]) -> list[Var]:
     """The shape variables an extent (or a list of extents) uses, in order of first appearance."""
     items = list(e) if isinstance(e, (list, tuple)) else [e]
     out: list[Var] = []
-
-    def visit(node: Expr) -> None:
-        if isinstance(node, Var):
-            if node not in out:
-                out.append(node)
-            return
-        for c in children(node):
-            visit(c)
-
     for item in items:
         if isinstance(item, Expr):
-            visit(item)
+            _vars_into(item, out)
     return out
+
+
+def _vars_into(node: Expr, out: list[Var]) -> None:
+    if isinstance(node, Var):
+        if node not in out:
+            out.append(node)
+        return
+    for c in children(node):
+        _vars_into(c, out)
 
 
 def check_extent(e: object, what: str) -> Extent:

@@ -52,20 +52,19 @@ def _inputs(op: Operation) -> Iterator[Operation]:
 def all_ops(outputs: Sequence[Tensor]) -> list[Operation]:
     """Every operation behind ``outputs`` (scans' inner stages too), producers first, by identity."""
     order: dict[int, Operation] = {}
-    visiting: set[int] = set()
-
-    def visit(op: Operation) -> None:
-        if id(op) in order or id(op) in visiting:
-            return
-        visiting.add(id(op))
-        for child in _inputs(op):
-            visit(child)
-        visiting.discard(id(op))
-        order[id(op)] = op
-
     for t in outputs:
-        visit(t.op)
+        _visit(t.op, order, set())
     return list(order.values())
+
+
+def _visit(op: Operation, order: dict[int, Operation], visiting: set[int]) -> None:
+    if id(op) in order or id(op) in visiting:
+        return
+    visiting.add(id(op))
+    for child in _inputs(op):
+        _visit(child, order, visiting)
+    visiting.discard(id(op))
+    order[id(op)] = op
 
 
 def _new_names(ops: Sequence[Operation]) -> dict[int, str]:
