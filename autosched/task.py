@@ -30,6 +30,8 @@ KERNEL_NAME = "default_function"
 
 #: programs lowered lately, shared by every task of the process (see :meth:`Task.lowered`)
 LOWERING_CACHE: LRUCache[Lowered] = LRUCache(4096)
+#: schedules built by a search space for programs not lowered yet (see :meth:`Task.keep_schedule`)
+BUILT_SCHEDULES: LRUCache[Schedule] = LRUCache(1024)
 
 
 @dataclass(frozen=True, init=False)
@@ -80,18 +82,36 @@ class Task:
         """(workload key, target string): what identifies the task in logs and caches (computed once)."""
         return (self.workload_key, str(self.target))
 
-    def lowered(self, steps: Sequence[Step], name: str = KERNEL_NAME) -> Lowered:
+    def lowered(self, steps: Sequence[Step], name: str = KERNEL_NAME, keep: bool = True) -> Lowered:
         """The program ``steps`` lowered for this task (raises ScheduleError if illegal).
 
         Served from :data:`LOWERING_CACHE`, keyed by the workload key, the target and the steps,
-        so the tuner, the cost model's features and the builder lower a program once between them.
+        so the builder, the source and the cost model's features lower a program once between
+        them. With ``keep`` False a program not in the cache is lowered but not added to it: the
+        cost model describes thousands of programs the search never builds, and keeping their
+        loop nests made Python's garbage collector walk them again and again (13% of the search's
+        time; a program then built is lowered once more, a few milliseconds next to compiling it).
         """
         steps = tuple(steps)
         gpu = backend_for(self.target).gpu
-        return LOWERING_CACHE.get(
-            (*self.key, steps, name),
-            lambda: lower_loops(self.schedule(steps), self.workload.tensors(), name, gpu),
-        )
+        key = (*self.key, steps, name)
+
+        def make() -> Lowered:
+            return lower_loops(self._built(steps), self.workload.tensors(), name, gpu)
+
+        return LOWERING_CACHE.get(key, make) if keep or LOWERING_CACHE.has(key) else make()
+
+    def keep_schedule(self, steps: tuple[Step, ...], sched: Schedule) -> None:
+        """Keep ``sched``, a schedule just built whose steps are ``steps`` (a search space made it
+        to learn the steps of a program), for the program's first lowering, which then lowers it
+        instead of replaying the steps on a new schedule. Kept for a while only (the 1,024 latest)."""
+        BUILT_SCHEDULES.put((*self.key, steps), sched)
+
+    def _built(self, steps: tuple[Step, ...]) -> Schedule:
+        """The schedule of ``steps``: a kept one (taken: lowering reads it, and only once), else
+        the steps replayed."""
+        kept = BUILT_SCHEDULES.take((*self.key, steps))
+        return kept if kept is not None else self.schedule(steps)
 
     def source(
         self,

@@ -6,8 +6,9 @@ cost is a stand-in computed from its key (a hash), so every setting searches exa
 programs and the wall time is the search alone: drawing children, lowering and describing them
 (:mod:`autosched.model.feature_workers`' helper processes, or this process), fitting and
 predicting. Each setting runs in its own process (``AUTOSCHED_FEATURE_WORKERS``), alternating,
-``--rounds`` times; the table gives milliseconds per trial (median and range) and checks that every
-run drew the same programs.
+``--rounds`` times; the table gives milliseconds per trial (median and range), the share of it
+spent in Python's garbage collector (timed with ``gc.callbacks``) and checks that every run drew
+the same programs.
 
     python benchmarks/bench_search_overhead.py [--trials 256] [--rounds 2] [--workers 0 2]
         [--cases conv64p matmul512]
@@ -31,7 +32,7 @@ CASES = {
 
 #: one search in a fresh process: argv = workload name, JSON args, trials, target; prints JSON
 _RUN = """
-import hashlib, json, sys, time
+import gc, hashlib, json, sys, time
 import xgboost  # imported before the clock starts, as a tuning process has it
 import autosched as asc
 from autosched.model import feature_workers
@@ -47,6 +48,13 @@ def stand_in(cands):  # a cost from the program's key: the same programs in ever
             for c in cands]
 
 keys = []
+collecting = [0.0, 0.0]  # seconds in the garbage collector, start of the current collection
+def clock(phase, info):
+    if phase == "start":
+        collecting[1] = time.perf_counter()
+    else:
+        collecting[0] += time.perf_counter() - collecting[1]
+gc.callbacks.append(clock)
 tuner = make_tuner("evolutionary", task, make_space(task, "sketch"), seed=0, model=resolve_model("xgb"))
 start = time.perf_counter()
 def note(tuner, cands, results):
@@ -55,7 +63,7 @@ def note(tuner, cands, results):
 with feature_workers.session():
     tuner.tune(trials, stand_in, batch_size=2 * cores + 2, callbacks=[note])
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "trials": tuner.trials,
+print(json.dumps({"seconds": seconds, "gc_seconds": collecting[0], "trials": tuner.trials,
                   "programs": hashlib.sha256("".join(keys).encode()).hexdigest()[:12]}))
 """
 
@@ -93,10 +101,13 @@ def main() -> None:
         programs = {str(g["programs"]) for results in by_workers.values() for g in results}
         for w, results in by_workers.items():
             ms = [1e3 * float(g["seconds"]) / opts.trials for g in results]  # type: ignore[arg-type]
+            gc_share = [float(g["gc_seconds"]) / float(g["seconds"]) for g in results]  # type: ignore[arg-type]
             rows.append([case, w, f"{median(ms):.0f}", f"{min(ms):.0f}-{max(ms):.0f}",
+                         f"{100 * median(gc_share):.0f}%",
                          "yes" if len(programs) == 1 else f"no ({len(programs)} sequences)"])
     print()
-    print_table(["case", "helpers", "ms per trial (median)", "range", "same programs in every run"], rows)
+    print_table(["case", "helpers", "ms per trial (median)", "range", "in the garbage collector",
+                 "same programs in every run"], rows)
     payload = {"cpu": cpu_name(), "trials": opts.trials, "rounds": opts.rounds,
                "wall_s": time.monotonic() - start,
                "runs": {c: {str(w): r for w, r in by.items()} for c, by in runs.items()}}

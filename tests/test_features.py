@@ -31,7 +31,7 @@ from autosched.runner.measure import MeasureInput
 from autosched.schedule import ScheduleError
 from autosched.schedule.steps import SplitStep
 from autosched.search.space import make_space
-from autosched.task import LOWERING_CACHE, Task
+from autosched.task import BUILT_SCHEDULES, LOWERING_CACHE, Task
 
 ROOT = Path(__file__).resolve().parents[1]
 NAMES = feature_names()
@@ -259,6 +259,21 @@ def test_lowering_and_features_leave_no_ir_in_reference_cycles() -> None:
     assert not leaked, f"lowering left reference cycles holding {sorted(leaked)}"
 
 
+def test_a_schedule_kept_by_the_space_lowers_as_its_steps_replayed() -> None:
+    """The sketch space keeps the schedule it built for a new program; the program's first
+    lowering takes it instead of replaying the steps, and gives the same code."""
+    task = Task("fused_conv2d_packed", (1, 16, 14, 14, 16, 3, 3, 1, 1, 8, ""), target="c -num-threads=2")
+    space, rng = make_space(task, "sketch"), random.Random(11)
+    LOWERING_CACHE.clear()
+    BUILT_SCHEDULES.clear()
+    cands = [c for c in space.candidates([space.sample_point(rng) for _ in range(12)]) if c is not None]
+    assert len(BUILT_SCHEDULES) == len({c.steps for c in cands}) > 0
+    kept = [task.source(c.steps) for c in cands]
+    assert len(BUILT_SCHEDULES) == 0  # each one taken by its lowering
+    LOWERING_CACHE.clear()
+    assert [task.source(c.steps) for c in cands] == kept  # now replayed
+
+
 def test_illegal_program_has_no_rows() -> None:
     task = Task("matmul", (8, 8, 8), target="c")
     bad = MeasureInput(task, (SplitStep("C", "no_such_axis", 2, None),))
@@ -286,13 +301,18 @@ def test_template_programs_get_knob_values() -> None:
 # ------------------------------------------------------------------------------- lowering cache
 
 
-def test_lowering_is_shared_by_features_and_source() -> None:
+def test_lowering_is_shared_by_the_builder_and_features() -> None:
+    """A built program is lowered once for its source and its features; a program only described
+    (what most of the search's programs are) is lowered for that and not kept."""
     LOWERING_CACHE.clear()
     FEATURE_CACHE.clear()
     inp = tiled_matmul()
     extract_features([inp])
-    assert (LOWERING_CACHE.misses, LOWERING_CACHE.hits) == (1, 0)
+    assert len(LOWERING_CACHE) == 0
+    FEATURE_CACHE.clear()
     inp.task.source(inp.steps)  # what the builder calls
+    assert (LOWERING_CACHE.misses, LOWERING_CACHE.hits) == (1, 0)
+    extract_features([inp])
     assert (LOWERING_CACHE.misses, LOWERING_CACHE.hits) == (1, 1)
     same_task = Task("matmul", (4, 4, 4), target="c -num-threads=1")
     assert same_task.lowered(inp.steps) is inp.task.lowered(inp.steps)

@@ -1,9 +1,10 @@
 """A small bounded, thread-safe cache of lowered programs.
 
-A search step lowers each candidate once: the cost model's features, the builder's source and
-the tuner read the same :class:`~autosched.lower.Lowered` (``Task.lowered`` keys it by the task's
-workload key, its target and the program's steps). Failures are kept too, so an illegal program
-fails at once the second time, with the same error.
+A program that is built is lowered once: the builder's source and the cost model's features read
+the same :class:`~autosched.lower.Lowered` (``Task.lowered`` keys it by the task's workload key,
+its target and the program's steps); the programs the search only describes are not kept (see
+``Task.lowered``). Failures are kept too, so an illegal program fails at once the second time,
+with the same error.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ class LRUCache(Generic[_V]):
             self._items.move_to_end(key)
             while len(self._items) > self.maxsize:
                 self._items.popitem(last=False)
+
+    def take(self, key: Hashable) -> _V | None:
+        """Remove and return the value of ``key`` (None if absent or a remembered failure)."""
+        with self._lock:
+            got = self._items.pop(key, None)
+        return None if isinstance(got, Exception) else got
 
     def get(self, key: Hashable, make: Callable[[], _V]) -> _V:
         """The value for ``key``, made by ``make()`` if absent; an exception ``make`` raised for

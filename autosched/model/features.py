@@ -1,10 +1,11 @@
 """Features of a lowered program for the cost models: one vector per buffer store (Ansor's design).
 
-``extract_features(programs)`` lowers each program (through the task's lowering cache, so the
-builder reuses the work) and describes every ``Store`` of its loop nest, read before unrolled loops
-are expanded: what the store computes, how the loops around it are annotated, how it touches
-memory, and how much work it does per byte. A program is a ``(stores x dims)`` float32 array; one
-whose steps fail to lower has no rows; :func:`pack_features` stacks a batch into one array.
+``extract_features(programs)`` lowers each program (reusing the task's lowering cache for a program
+already built; the search's many others are lowered, described and dropped) and describes every
+``Store`` of its loop nest, read before unrolled loops are expanded: what the store computes, how
+the loops around it are annotated, how it touches memory, and how much work it does per byte. A
+program is a ``(stores x dims)`` float32 array; one whose steps fail to lower has no rows;
+:func:`pack_features` stacks a batch into one array.
 Columns marked ``log`` hold ``log2(1 + x)``. Columns marked ``inv`` do not grow with the
 workload's absolute shape (they describe tiles, annotations and ratios), the ones a model shared
 across workloads can use (:func:`shape_invariant_features`). Extracted features are kept in a
@@ -202,9 +203,10 @@ def lowered_features(loops: Any, nest: Any, gpu: bool = False) -> np.ndarray:
 
 def describe(inp: MeasureInput) -> np.ndarray:
     """The features of program ``inp`` computed afresh (read-only; no rows if its steps do not
-    lower): what :func:`program_features` caches."""
+    lower): what :func:`program_features` caches. Its lowering is the cached one if the program
+    was built, else made for this and dropped (see :meth:`~autosched.task.Task.lowered`)."""
     try:
-        low = inp.task.lowered(inp.steps)
+        low = inp.task.lowered(inp.steps, keep=False)
     except Exception:  # an illegal program: no stores to describe
         feats = np.zeros((0, NUM_FEATURES), dtype=np.float32)
     else:

@@ -191,8 +191,12 @@ class SketchTuningSpace:
     def _candidate(
         self, program: Any, steps: tuple[Step, ...] | None = None, annotation: dict[str, Any] | None = None
     ) -> Candidate:
+        if steps is None:  # built here: its first lowering (features, most often) takes this schedule
+            sched = self.space.schedule(program)
+            steps = tuple(sched.steps)
+            self.task.keep_schedule(steps, sched)
         return Candidate(
-            steps if steps is not None else self.space.steps(program),
+            steps,
             {"space": "sketch", "sketch": program.sketch,
              "annotation": annotation if annotation is not None else program.annotation.to_json()},
             program,
