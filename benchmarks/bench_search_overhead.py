@@ -11,7 +11,7 @@ spent in Python's garbage collector (timed with ``gc.callbacks``) and checks tha
 the same programs.
 
     python benchmarks/bench_search_overhead.py [--trials 256] [--rounds 2] [--workers 0 2]
-        [--cases conv64p matmul512]
+        [--cases conv64p matmul512] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -68,13 +68,17 @@ print(json.dumps({"seconds": seconds, "gc_seconds": collecting[0], "trials": tun
 """
 
 
-def run(case: str, workers: int, trials: int) -> dict[str, object]:
-    """One search of ``case`` with ``workers`` helper processes, in a fresh process."""
+def run(case: str, workers: int, trials: int, tree: str | None = None) -> dict[str, object]:
+    """One search of ``case`` with ``workers`` helper processes, in a fresh process (importing
+    autosched from the source tree ``tree`` if given)."""
     name, args = CASES[case]
     env = {**os.environ, "AUTOSCHED_FEATURE_WORKERS": str(workers), "PYTHONHASHSEED": "0"}
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
     target = f"c -num-threads={len(os.sched_getaffinity(0))}"
+    # run from the tree: ``python -c`` puts the working directory first on the import path
     done = subprocess.run([sys.executable, "-c", _RUN, name, json.dumps(args), str(trials), target], env=env,
-                          capture_output=True, text=True, timeout=3600, check=True)
+                          cwd=tree, capture_output=True, text=True, timeout=3600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -84,18 +88,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--baseline", metavar="TREE",
+                        help="also run every setting with autosched from this source tree (a worktree "
+                             "of an older commit: git worktree add TREE COMMIT), alternating with this one")
     opts = parser.parse_args()
     print(f"{cpu_name()}; {len(os.sched_getaffinity(0))} cores; {opts.trials} trials; the search alone")
     start = time.monotonic()
-    runs: dict[str, dict[int, list[dict[str, object]]]] = {
-        c: {w: [] for w in opts.workers} for c in opts.cases
+    settings = [(f"{w}", w, None) for w in opts.workers]  # (label, helpers, source tree)
+    if opts.baseline:
+        pairs = (((f"{w} (baseline)", w, opts.baseline), (f"{w}", w, None)) for w in opts.workers)
+        settings = [s for pair in pairs for s in pair]
+    runs: dict[str, dict[str, list[dict[str, object]]]] = {
+        c: {label: [] for label, _, _ in settings} for c in opts.cases
     }
     for case in opts.cases:
         for r in range(opts.rounds):
-            for w in opts.workers:
-                got = run(case, w, opts.trials)
-                runs[case][w].append(got)
-                print(f"  {case} round {r + 1}, {w} helpers: {got['seconds']:.1f} s", flush=True)
+            for label, w, tree in settings:
+                got = run(case, w, opts.trials, tree)
+                runs[case][label].append(got)
+                print(f"  {case} round {r + 1}, {label} helpers: {got['seconds']:.1f} s", flush=True)
     rows = []
     for case, by_workers in runs.items():
         programs = {str(g["programs"]) for results in by_workers.values() for g in results}
@@ -110,7 +121,8 @@ def main() -> None:
                  "same programs in every run"], rows)
     payload = {"cpu": cpu_name(), "trials": opts.trials, "rounds": opts.rounds,
                "wall_s": time.monotonic() - start,
-               "runs": {c: {str(w): r for w, r in by.items()} for c, by in runs.items()}}
+               "baseline": opts.baseline,
+               "runs": {c: dict(by) for c, by in runs.items()}}
     print(f"\nresults: {write_results('search_overhead', payload)}")
 
 
