@@ -89,8 +89,8 @@ class Task:
         so the builder's source and the cost model's features lower a program once between them.
         With ``keep`` False a program not in the cache is lowered but not added to it: the cost
         model describes thousands of programs the search never builds, and keeping their loop
-        nests made Python's garbage collector walk them again and again (about 12% of the search's
-        time, packed conv2d; a program then built is lowered once more, ~2 ms before its compile).
+        nests made Python's garbage collector walk them again and again (``bench_search_overhead.py``
+        shows its share; a program then built is lowered once more, a few ms before its compile).
         """
         steps = tuple(steps)
         gpu = backend_for(self.target).gpu
