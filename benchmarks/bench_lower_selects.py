@@ -23,10 +23,9 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import interleaved, kernel_timer, median, print_table, write_results  # noqa: E402
+from common import interleaved, median, network_kernel_timers, print_table, write_results  # noqa: E402
 
 import autosched as asc  # noqa: E402
-from autosched.expr import static_shape  # noqa: E402
 from autosched.task import LOWERING_CACHE  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -48,22 +47,6 @@ def without_split() -> Iterator[None]:
         LOWERING_CACHE.clear()
 
 
-def kernel_timers(net: asc.Network, x: np.ndarray, tag: str) -> dict[str, object]:
-    """A timer per distinct task of ``net`` on the arrays it gets in a forward pass of ``x``."""
-    values = dict(net.graph.constants)
-    values["x"] = x
-    timers: dict[str, object] = {}
-    for g in net.groups:
-        values[g.output] = net._run_group(g, values, net._workspace()).copy()
-        if g.workload is None or f"{g.workload}{tag}" in timers:
-            continue
-        pairs = zip(g.inputs, g.workload.inputs, strict=True)
-        arrays = [np.ascontiguousarray(values[v]).reshape(static_shape(t.shape)) for v, t in pairs]
-        out = np.empty(static_shape(g.workload.outputs[0].shape), np.float32)
-        timers[f"{g.workload}{tag}"] = kernel_timer(net.kernels[g.workload], [*arrays, out], min_repeat_ms=20)
-    return timers
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
@@ -77,7 +60,7 @@ def main() -> None:
     with without_split():
         old = asc.build_network(graph, target=target)
     error = float(np.abs(np.asarray(new(x)) - np.asarray(old(x))).max())
-    timers = kernel_timers(new, x, "") | kernel_timers(old, x, " (no split)")
+    timers = network_kernel_timers(new, x)[0] | network_kernel_timers(old, x, " (no split)")[0]
     times = {k: median(v) for k, v in interleaved(timers, args.rounds, settle=0.1).items()}  # type: ignore[arg-type]
     tasks = sorted((k for k in times if not k.endswith(" (no split)")), key=lambda k: -times[k])
     rows = [[f"{times[k + ' (no split)'] * 1e3:.3f}", f"{times[k] * 1e3:.3f}",

@@ -21,33 +21,20 @@ from common import clean_blas_env
 clean_blas_env()
 
 import numpy as np  # noqa: E402
-from common import interleaved, kernel_timer, median, print_table, write_results  # noqa: E402
+from common import interleaved, median, network_kernel_timers, print_table, write_results  # noqa: E402
 
 import autosched as asc  # noqa: E402
-from autosched.expr import static_shape  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import graph_models  # noqa: E402  (the ONNX model writer of the tests)
 
 
-def kernel_timers(net: asc.Network, size: int, tag: str = "") -> tuple[dict, dict, dict]:
+def kernel_timers(net: asc.Network, tag: str = "") -> tuple[dict, dict, dict]:
     """Per distinct task of ``net``: a timer of its kernel on the arrays it gets when the network
     runs on a random input (keys: the workload, then ``tag``), its count, its FLOPs."""
-    values = dict(net.graph.constants)
-    values["x"] = np.random.default_rng(0).standard_normal(net.graph.shapes["x"]).astype(np.float32)
-    timers, count, flops = {}, {}, {}
-    for g in net.groups:  # the network's own order: every kernel gets the arrays it gets in a call
-        values[g.output] = net._run_group(g, values, net._workspace()).copy()
-        if g.workload is None:
-            continue
-        name = str(g.workload)
-        count[name] = count.get(name, 0) + 1
-        if name + tag not in timers:
-            pairs = zip(g.inputs, g.workload.inputs, strict=True)
-            arrays = [np.ascontiguousarray(values[v]).reshape(static_shape(t.shape)) for v, t in pairs]
-            out = np.empty(static_shape(g.workload.outputs[0].shape), np.float32)
-            timers[name + tag] = kernel_timer(net.kernels[g.workload], [*arrays, out], min_repeat_ms=20)
-            flops[name] = g.workload.flops()
+    x = np.random.default_rng(0).standard_normal(net.graph.shapes["x"]).astype(np.float32)
+    timers, count = network_kernel_timers(net, x, tag)
+    flops = {str(wl): wl.flops() for wl in net.kernels}
     return timers, count, flops
 
 
@@ -60,9 +47,9 @@ def main() -> None:
     args = ap.parse_args()
     graph = asc.from_onnx(graph_models.resnet18(args.size))
     target = f"c -num-threads={args.threads}"
-    timers, count, flops = kernel_timers(asc.build_network(graph, args.log, target=target), args.size)
+    timers, count, flops = kernel_timers(asc.build_network(graph, args.log, target=target))
     if args.log:  # the untuned kernels side by side, in the same rounds
-        timers |= kernel_timers(asc.build_network(graph, None, target=target), args.size, " untuned")[0]
+        timers |= kernel_timers(asc.build_network(graph, None, target=target), " untuned")[0]
     times = {k: median(v) for k, v in interleaved(timers, args.rounds, settle=0.1).items()}
     total = sum(times[k] * count[k] for k in count)
     order = sorted(count, key=lambda k: -times[k] * count[k])

@@ -94,6 +94,23 @@ def kernel_timer(
     return run
 
 
+def network_kernel_timers(net: Any, x: Any, tag: str = "", min_repeat_ms: float = 20) -> tuple[dict, dict]:
+    """Per distinct task of the network ``net`` (``asc.build_network``): a :func:`kernel_timer`
+    of its kernel on copies of the arrays it gets in a forward pass of ``x`` (keys: the workload,
+    then ``tag``), and how many times the pass runs it (keys: the workload)."""
+    timers: dict[str, Callable[[], float]] = {}
+    count: dict[str, int] = {}
+    for step in net.steps(x):  # the network's own order: each kernel gets what it gets in a call
+        wl = step.group.workload
+        if wl is None:
+            continue
+        count[str(wl)] = count.get(str(wl), 0) + 1
+        if f"{wl}{tag}" not in timers:
+            arrays = [a.copy() for a in step.arrays]
+            timers[f"{wl}{tag}"] = kernel_timer(net.kernels[wl], arrays, min_repeat_ms=min_repeat_ms)
+    return timers, count
+
+
 def wall_timer(fn: Callable[[], object], number: int) -> Callable[[], float]:
     """A timer for a Python callable: seconds per call over ``number`` calls, after one untimed
     warm-up call (the reference libraries' thread pools and caches are cold after an idle pause)."""

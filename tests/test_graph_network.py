@@ -106,6 +106,29 @@ def test_intermediates_share_one_workspace_and_an_output_reshaped_from_one_is_co
 
 
 @pytest.mark.requires("gcc")
+def test_each_thread_binds_its_kernels_once_and_steps_show_what_each_group_got() -> None:
+    g = asc.graph.GraphBuilder("steps")
+    x = g.input("x", (1, 3, 4, 4))
+    g.output(g.reshape(g.sigmoid(g.relu(g.add(x, x))), (3, 16)))
+    net = asc.build_network(g.build())
+    xs = np.random.default_rng(0).standard_normal((2, 1, 3, 4, 4)).astype(np.float32)
+    seen = [(step.group, step.run, [a.copy() for a in step.arrays]) for step in net.steps(xs[0])]
+    assert [group for group, _, _ in seen] == net.groups
+    (kernel_group, run, (a, b, out)), (_, view, _) = seen  # one fused kernel (x + x), then the reshape
+    assert kernel_group.workload is not None and run is not None and view is None
+    np.testing.assert_array_equal(a.reshape(xs[0].shape), xs[0])
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_allclose(out.reshape(3, 16), 1 / (1 + np.exp(-np.maximum(2 * xs[0], 0))).reshape(3, 16),
+                               rtol=1e-6)  # fmt: skip
+    bound = net._bound()
+    second = net(xs[1])
+    assert net._bound() is bound  # the same arrays and bound kernels, call after call
+    np.testing.assert_allclose(second, 1 / (1 + np.exp(-np.maximum(2 * xs[1], 0))).reshape(3, 16), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"input 'x' must have shape \(1, 3, 4, 4\)"):
+        net(xs)
+
+
+@pytest.mark.requires("gcc")
 @pytest.mark.parametrize(
     ("args", "target"),
     [

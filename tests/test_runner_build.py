@@ -267,12 +267,26 @@ def test_kernel_checks_every_argument_before_running(vadd: Kernel) -> None:
             vadd(*args)
         with pytest.raises(exc, match=message):
             vadd.time(*args)
+        with pytest.raises(exc, match=message):
+            vadd.bind(*args)
         after = [x for x in args if isinstance(x, np.ndarray)]
         assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True)), message
     a_ro = a.copy()
     a_ro.flags.writeable = False
     vadd(a_ro, a_ro, c)
     np.testing.assert_array_equal(c, 2 * a)
+
+
+@pytest.mark.requires("gcc")
+def test_a_bound_kernel_runs_on_what_its_arrays_hold_at_each_call(vadd: Kernel) -> None:
+    a, b, c = _vadd_arrays()
+    run = vadd.bind(a, b, c)
+    run()
+    np.testing.assert_array_equal(c, a + b)
+    a += 1  # new contents, same array: the next call reads them
+    c[:] = 0
+    assert run() is None
+    np.testing.assert_array_equal(c, a + b)
 
 
 @pytest.mark.requires("gcc")

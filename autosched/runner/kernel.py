@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -228,6 +228,19 @@ class Kernel(CheckedArgs):
         arrays, tail = self._prepare(values)
         if self._func(*self._pointers(arrays), *tail) != 0:
             raise MemoryError(f"kernel {self.name!r} could not allocate its temporary buffers")
+
+    def bind(self, *values: Any) -> Callable[[], None]:
+        """``kernel(*values)`` as a callable of no arguments, for calls in a loop on the same arrays
+        (their contents may change between calls, not the arrays): the values are checked once,
+        here, and each call goes straight to C. The callable keeps the arrays alive."""
+        arrays, tail = self._prepare(values)
+        args, func, name = (*self._pointers(arrays), *tail), self._func, self.name
+
+        def run() -> None:
+            if func(*args) != 0:
+                raise MemoryError(f"kernel {name!r} could not allocate its temporary buffers")
+
+        return run
 
     def time(
         self, *values: Any, number: int = 1, repeat: int = 3, min_repeat_ms: float = 0
