@@ -13,6 +13,8 @@ buffer first, got 4-7% faster, kernels alone; 2 threads, Zen 4:
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from itertools import pairwise
 
 from ..expr import Cmp, Expr, Extent, Select, Var, walk
@@ -45,20 +47,34 @@ def _selects(stores: list[Store]) -> list[Select]:
     return [e for st in stores for e in walk(st.value) if isinstance(e, Select)]
 
 
-def _cuts(loop: For, stores: list[Store]) -> list[int]:
-    """The values of the loop variable where a select condition of that variable alone changes."""
+def _uses(e: Expr, var: Var) -> bool:
+    """Whether ``e`` reads ``var``."""
+    return any(isinstance(n, Var) and n == var for n in walk(e))
+
+
+def _cuts(loop: For, selects: list[Select]) -> list[int]:
+    """The values of the loop variable where a select condition of that variable alone changes.
+
+    A condition ``a * v + k <op> 0`` is linear in ``v``, so its truth can change only next to the
+    root ``r = -k / a``: from ``v - 1`` to ``v`` at ``v = ceil(r)`` (``<``, ``>=``, ``==``) or
+    ``v = floor(r) + 1`` (``<=``, ``>``, ``!=``); both are checked instead of every ``v``."""
     assert isinstance(loop.begin, int) and isinstance(loop.extent, int)
+    end = loop.begin + loop.extent
     found: set[int] = set()
-    for sel in _selects(stores):
+    for sel in selects:
         for c in conjuncts(sel.cond):
             if not isinstance(c, Cmp) or {v for v in walk(c) if isinstance(v, Var)} != {loop.var}:
                 continue
             terms, k = linear(binop_sub(c.a, c.b), {})
             a = terms.pop(loop.var, 0)
-            if terms:
+            if terms or a == 0:
                 continue
-            truth = [decide(c.op, a * v + k, a * v + k) for v in range(loop.begin, loop.begin + loop.extent)]
-            found.update(loop.begin + i for i in range(1, len(truth)) if truth[i] != truth[i - 1])
+            root = Fraction(-k, a)
+            for v in (math.ceil(root), math.floor(root) + 1):
+                if loop.begin < v < end and decide(c.op, a * v + k, a * v + k) != decide(
+                    c.op, a * (v - 1) + k, a * (v - 1) + k
+                ):
+                    found.add(v)
     return sorted(found)
 
 
@@ -99,7 +115,7 @@ def _unswitched(loop: For, depth: int = 0) -> Stmt:
     variable, one copy of it per branch taken."""
     stores = _stores(loop.body)
     assert stores is not None
-    invariant = [sel.cond for sel in _selects(stores) if loop.var not in set(walk(sel.cond))]
+    invariant = [sel.cond for sel in _selects(stores) if not _uses(sel.cond, loop.var)]
     if not invariant or depth == MAX_UNSWITCH:
         return loop
     cond = invariant[0]
@@ -117,12 +133,13 @@ def _unswitched(loop: For, depth: int = 0) -> Stmt:
 def _vector_loop(loop: For, ranges: Ranges) -> Stmt:
     stores = _stores(loop.body)
     assert stores is not None
-    if not _selects(stores):
+    selects = _selects(stores)
+    if not selects:
         return loop
     if not (isinstance(loop.begin, int) and isinstance(loop.extent, int)) or loop.extent > MAX_EXTENT:
         return _unswitched(loop)
     end = loop.begin + loop.extent
-    bounds = [loop.begin, *_cuts(loop, stores), end]
+    bounds = [loop.begin, *_cuts(loop, selects), end]
     if len(bounds) - 1 > MAX_PARTS:
         return loop
     parts: list[Stmt] = []
