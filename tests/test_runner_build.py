@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import stat
 import subprocess
@@ -30,8 +31,10 @@ from autosched.runner import (
     elf_machine,
     load_kernel,
 )
+from autosched.runner.aligned import aligned_array, aligned_empty
 from autosched.runner.measure import MeasureInput
 from autosched.runner.remote import RemoteBuilder
+from autosched.runner.worker import fresh_output
 from autosched.schedule.steps import AnnotateStep, PragmaStep, ReorderStep, SplitStep
 from autosched.target import Target
 
@@ -275,6 +278,25 @@ def test_kernel_checks_every_argument_before_running(vadd: Kernel) -> None:
     a_ro.flags.writeable = False
     vadd(a_ro, a_ro, c)
     np.testing.assert_array_equal(c, 2 * a)
+
+
+ALIGNED_CASES = [((3, 5), "float32"), ((7,), "float64"), ((0,), "int32"), ((2, 3), "bool")]
+
+
+@pytest.mark.parametrize(("shape", "dtype"), ALIGNED_CASES)
+def test_aligned_arrays_start_on_a_cache_line_and_measurement_arrays_are_aligned(
+    shape: tuple[int, ...], dtype: str
+) -> None:
+    for _ in range(4):  # numpy alone puts large arrays 16 bytes past a boundary; small ones anywhere
+        a = aligned_empty(shape, dtype)
+        assert a.shape == shape and a.dtype == dtype and a.flags.c_contiguous
+        assert a.size == 0 or a.ctypes.data % 64 == 0  # an empty array has no data to place
+    src = np.arange(math.prod(shape)).astype(dtype).reshape(shape)
+    copy = aligned_array(src)
+    assert (copy.size == 0 or copy.ctypes.data % 64 == 0) and np.array_equal(copy, src)
+    assert not np.shares_memory(copy, src)
+    out = fresh_output(ArgSpec("out", shape, dtype, is_output=True))
+    assert (out.size == 0 or out.ctypes.data % 64 == 0) and out.shape == shape
 
 
 @pytest.mark.requires("gcc")

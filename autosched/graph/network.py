@@ -21,7 +21,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from ..expr import static_shape
 from ..ops import Workload
 from ..ops.schedules import default_schedule
 from ..records import load_records
+from ..runner.aligned import aligned_array, aligned_empty
 from ..runner.compile import CompileError, compile_shared
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel
@@ -40,7 +41,7 @@ from ..task import Task
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
 from .layout import for_target
-from .plan import ALIGN, plan_memory
+from .plan import plan_memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,9 @@ class Network:
     """A graph with a built kernel per task; call it with the graph's inputs as numpy arrays."""
 
     def __init__(self, graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c") -> None:
-        self.graph = for_target(graph, target)  # as it runs: convolution weights packed on a CPU
+        runs = for_target(graph, target)  # as it runs: convolution weights packed on a CPU
+        # every array a kernel reads starts at a vector-aligned address (as the workspace does)
+        self.graph = replace(runs, constants={k: aligned_array(v) for k, v in runs.constants.items()})
         self.groups = fuse(self.graph)
         self.kernels: dict[Workload, Kernel] = {}
         self.built: list[BuiltTask] = []
@@ -130,12 +133,10 @@ class Network:
         self._local = threading.local()  # each thread's workspace
 
     def _workspace(self) -> np.ndarray:
-        """This thread's workspace (bytes, ALIGN-aligned), made on its first call."""
+        """This thread's workspace (bytes, 64-byte aligned), made on its first call."""
         ws = getattr(self._local, "workspace", None)
         if ws is None:
-            raw = np.empty(self._plan.peak + ALIGN, dtype=np.uint8)
-            skip = -raw.ctypes.data % ALIGN
-            ws = self._local.workspace = raw[skip : skip + self._plan.peak]
+            ws = self._local.workspace = aligned_empty((self._plan.peak,), "uint8")
         return ws
 
     def _bound(self) -> Bound:
@@ -149,8 +150,8 @@ class Network:
         """Every group's arrays placed (intermediates in ``workspace``, inputs and outputs in
         buffers of their own) and its kernel bound to them."""
         dtype = self.graph.dtype
-        values: dict[str, np.ndarray] = {k: np.ascontiguousarray(v) for k, v in self.graph.constants.items()}
-        inputs = tuple(np.empty(self.graph.shapes[v], dtype) for v in self.graph.inputs)
+        values: dict[str, np.ndarray] = dict(self.graph.constants)
+        inputs = tuple(aligned_empty(self.graph.shapes[v], dtype) for v in self.graph.inputs)
         values.update(zip(self.graph.inputs, inputs, strict=True))
         steps = []
         for g in self.groups:
@@ -181,7 +182,7 @@ class Network:
         shape = self.graph.shapes[value]
         offset = self._plan.offsets.get(value)
         if offset is None:
-            return np.empty(shape, dtype=self.graph.dtype)
+            return aligned_empty(shape, self.graph.dtype)
         size = int(np.prod(shape)) * np.dtype(self.graph.dtype).itemsize
         return workspace[offset : offset + size].view(self.graph.dtype).reshape(shape)
 

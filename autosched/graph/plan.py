@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from ..emit_c import HEADER, PORTABLE_HEADER, CPrinter
 from ..emit_c.printer import split_heap
 from ..lower.ir import PrimFunc
+from ..runner.aligned import ALIGN
 from .fusion import Group
 from .ir import Graph
 
-ALIGN = 64
 WORKSPACE_ARG = "asc_workspace"
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..expr import static_shape
+from .aligned import aligned_array, aligned_empty
 from .compile import CompileError
 from .gpu_load import is_gpu_program, load_program
 from .gpu_program import DeviceError, GpuCallable
@@ -41,16 +42,17 @@ RTOL = {"float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
 
 
 def fresh_output(spec: ArgSpec) -> np.ndarray:
-    """An output array filled so that elements a kernel never writes are caught: NaN for floats,
-    the smallest value for integers, the byte 0x4D for booleans."""
+    """An output array (64-byte aligned) filled so that elements a kernel never writes are caught:
+    NaN for floats, the smallest value for integers, the byte 0x4D for booleans."""
     dt = numpy_dtype(spec.dtype)
+    out = aligned_empty(static_shape(spec.shape), dt)
     if dt.kind == "f":
-        return np.full(static_shape(spec.shape), np.nan, dtype=dt)
-    if dt.kind == "b":
-        out = np.zeros(static_shape(spec.shape), dtype=dt)
+        out.fill(np.nan)
+    elif dt.kind == "b":
         out.view(np.uint8).fill(0x4D)
-        return out
-    return np.full(static_shape(spec.shape), np.iinfo(dt).min, dtype=dt)
+    else:
+        out.fill(np.iinfo(dt).min)
+    return out
 
 
 def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
@@ -99,7 +101,7 @@ def measure(
         return ("error", MeasureErrorNo.RUNTIME_ERROR, f"cannot load the kernel: {e}")
     except CompileError as e:  # a GPU program is compiled by the device's driver as it loads
         return ("error", MeasureErrorNo.COMPILE_ERROR, str(e))
-    work = iter([a.copy() for a in inputs])
+    work = iter([aligned_array(a) for a in inputs])  # as a network's arrays are
     arrays = [fresh_output(s) if s.is_output else next(work) for s in specs]
     try:
         kernel(*arrays)
