@@ -10,8 +10,10 @@ from autosched.emit_c.vector import chunks_of
 from autosched.expr import Var, const
 from autosched.lower import lower
 from autosched.lower.bounds import infer_region
-from autosched.lower.ir import For, IfThenElse, Seq, Stmt
+from autosched.lower.ir import Buffer, For, IfThenElse, Seq, Stmt, Store
+from autosched.lower.selects import _cuts
 from autosched.lower.simplify import FALSE, TRUE, bounds, linear, simplify
+from autosched.te.nodes import Cmp, Select
 
 i, j, k = Var("i"), Var("j"), Var("k")
 RANGES = {i: (0, 15), j: (0, 7), k: (0, 99)}
@@ -234,3 +236,24 @@ def test_a_vectorized_padded_copy_is_split_where_its_selects_change(target: str 
     got = np.zeros((7, 14), np.float32)
     asc.build(s, [X, P], target=target)(x, got)
     np.testing.assert_array_equal(got, np.pad(x, ((1, 1), (2, 2)), constant_values=-1.0))
+
+
+def test_split_points_of_a_linear_condition_are_where_its_truth_changes() -> None:
+    """``_cuts`` solves each condition at its root; checked against testing every loop value."""
+    v = Var("v")
+    truth = {"lt": lambda x: x < 0, "le": lambda x: x <= 0, "gt": lambda x: x > 0,
+             "ge": lambda x: x >= 0, "eq": lambda x: x == 0, "ne": lambda x: x != 0}  # fmt: skip
+    body = Store(Buffer("y", (64,), "float32"), v, const(0.0, "float32"))
+    one, zero = const(1.0, "float32"), const(0.0, "float32")
+    checked = 0
+    for op, holds in truth.items():
+        for a in (-3, -2, -1, 1, 2, 3):
+            for k in range(-13, 14):
+                sel = Select(Cmp(op, v * a + const(k), const(0)), one, zero)
+                for begin, extent in ((0, 1), (0, 9), (2, 13)):
+                    loop = For(v, begin, extent, "vectorized", body)
+                    values = range(begin, begin + extent)
+                    want = [x for x in values[1:] if holds(a * x + k) != holds(a * (x - 1) + k)]
+                    assert _cuts(loop, [sel]) == want, (op, a, k, begin, extent)
+                    checked += bool(want)
+    assert checked > 500  # most cases do cut somewhere

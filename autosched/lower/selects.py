@@ -8,7 +8,8 @@ does not change inside the loop (``h >= 1``) is hoisted around it (unswitching).
 then straight-line vector code (ResNet-18's convolutions, which copy their input into a padded
 buffer first, got 4-7% faster, kernels alone; 2 threads, Zen 4:
 ``benchmarks/bench_lower_selects.py``). A loop with more parts than
-:data:`MAX_PARTS` is left as it is; one of symbolic extent is only unswitched.
+:data:`MAX_PARTS` is left as it is; one of symbolic extent or longer than :data:`MAX_EXTENT` is only
+unswitched.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .ir import For, IfThenElse, Seq, Stmt, Store, map_children, seq
 from .simplify import FALSE, TRUE, Ranges, binop_sub, conjuncts, decide, linear, simplify, span
 
 MAX_PARTS = 5  # pieces one loop may be split into
-MAX_EXTENT = 1 << 12  # longer loops are not scanned for the points where a condition changes
+MAX_EXTENT = 1 << 12  # longer loops are only unswitched, not split
 MAX_UNSWITCH = 2  # conditions hoisted around one loop (2**n copies of it)
 
 
