@@ -8,10 +8,11 @@ programs and the wall time is the search alone: drawing children, lowering and d
 predicting. Each setting runs in its own process (``AUTOSCHED_FEATURE_WORKERS``), alternating,
 ``--rounds`` times; the table gives milliseconds per trial (median and range), the share of it
 spent in Python's garbage collector (timed with ``gc.callbacks``) and checks that every run drew
-the same programs.
+the same programs. ``--options`` compares settings of the tuner itself (JSON keyword options of
+:class:`~autosched.search.evolutionary.EvolutionaryTuner`, one setting each).
 
     python benchmarks/bench_search_overhead.py [--trials 256] [--rounds 2] [--workers 0 2]
-        [--cases conv64p matmul512] [--baseline TREE]
+        [--cases conv64p matmul512] [--baseline TREE] [--options '{}' '{"generations": 2}']
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from autosched.runner.measure import MeasureResult
 from autosched.search import make_space, make_tuner, resolve_model
 
 name, args, trials, target = sys.argv[1], tuple(json.loads(sys.argv[2])), int(sys.argv[3]), sys.argv[4]
+options = json.loads(sys.argv[5])
 task = asc.Task(name, args, target=target)
 cores = task.target.cores or 1
 
@@ -55,7 +57,8 @@ def clock(phase, info):
     else:
         collecting[0] += time.perf_counter() - collecting[1]
 gc.callbacks.append(clock)
-tuner = make_tuner("evolutionary", task, make_space(task, "sketch"), seed=0, model=resolve_model("xgb"))
+tuner = make_tuner("evolutionary", task, make_space(task, "sketch"), seed=0, model=resolve_model("xgb"),
+                   **options)
 start = time.perf_counter()
 def note(tuner, cands, results):
     keys.extend(c.key for c in cands)
@@ -68,16 +71,18 @@ print(json.dumps({"seconds": seconds, "gc_seconds": collecting[0], "trials": tun
 """
 
 
-def run(case: str, workers: int, trials: int, tree: str | None = None) -> dict[str, object]:
-    """One search of ``case`` with ``workers`` helper processes, in a fresh process (importing
-    autosched from the source tree ``tree`` if given)."""
+def run(case: str, workers: int, trials: int, tree: str | None = None,
+        options: str = "{}") -> dict[str, object]:
+    """One search of ``case`` with ``workers`` helper processes and tuner ``options`` (JSON), in a
+    fresh process (importing autosched from the source tree ``tree`` if given)."""
     name, args = CASES[case]
     env = {**os.environ, "AUTOSCHED_FEATURE_WORKERS": str(workers), "PYTHONHASHSEED": "0"}
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
     target = f"c -num-threads={len(os.sched_getaffinity(0))}"
     # run from the tree: ``python -c`` puts the working directory first on the import path
-    done = subprocess.run([sys.executable, "-c", _RUN, name, json.dumps(args), str(trials), target], env=env,
+    done = subprocess.run([sys.executable, "-c", _RUN, name, json.dumps(args), str(trials), target, options],
+                          env=env,
                           cwd=tree, capture_output=True, text=True, timeout=3600, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -91,37 +96,48 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="TREE",
                         help="also run every setting with autosched from this source tree (a worktree "
                              "of an older commit: git worktree add TREE COMMIT), alternating with this one")
+    parser.add_argument("--options", nargs="+", default=["{}"], metavar="JSON",
+                        help="tuner options to compare, one JSON object per setting (default: {})")
     opts = parser.parse_args()
+    for text in opts.options:
+        if not isinstance(json.loads(text), dict):
+            parser.error(f"--options: not a JSON object: {text}")
     print(f"{cpu_name()}; {len(os.sched_getaffinity(0))} cores; {opts.trials} trials; the search alone")
     start = time.monotonic()
-    settings = [(f"{w}", w, None) for w in opts.workers]  # (label, helpers, source tree)
+    # (label, helpers, source tree, tuner options)
+    settings = [(f"{w} {o}" if len(opts.options) > 1 else f"{w}", w, None, o)
+                for w in opts.workers for o in opts.options]
     if opts.baseline:
-        pairs = (((f"{w} (baseline)", w, opts.baseline), (f"{w}", w, None)) for w in opts.workers)
+        pairs = (((f"{label} (baseline)", w, opts.baseline, o), (label, w, None, o))
+                 for label, w, _, o in settings)
         settings = [s for pair in pairs for s in pair]
     runs: dict[str, dict[str, list[dict[str, object]]]] = {
-        c: {label: [] for label, _, _ in settings} for c in opts.cases
+        c: {label: [] for label, _, _, _ in settings} for c in opts.cases
     }
     for case in opts.cases:
         for r in range(opts.rounds):
-            for label, w, tree in settings:
-                got = run(case, w, opts.trials, tree)
+            for label, w, tree, options in settings:
+                got = run(case, w, opts.trials, tree, options)
                 runs[case][label].append(got)
                 print(f"  {case} round {r + 1}, {label} helpers: {got['seconds']:.1f} s", flush=True)
+    options_of = {label: o for label, _, _, o in settings}
     rows = []
     for case, by_workers in runs.items():
-        programs = {str(g["programs"]) for results in by_workers.values() for g in results}
         for w, results in by_workers.items():
+            # the same programs in every run with these options (other options draw others)
+            programs = {str(g["programs"]) for label, rs in by_workers.items() for g in rs
+                        if options_of[label] == options_of[w]}
             ms = [1e3 * float(g["seconds"]) / opts.trials for g in results]  # type: ignore[arg-type]
             gc_share = [float(g["gc_seconds"]) / float(g["seconds"]) for g in results]  # type: ignore[arg-type]
             rows.append([case, w, f"{median(ms):.0f}", f"{min(ms):.0f}-{max(ms):.0f}",
                          f"{100 * median(gc_share):.0f}%",
                          "yes" if len(programs) == 1 else f"no ({len(programs)} sequences)"])
     print()
-    print_table(["case", "helpers", "ms per trial (median)", "range", "in the garbage collector",
+    print_table(["case", "helpers, options", "ms per trial (median)", "range", "in the garbage collector",
                  "same programs in every run"], rows)
     payload = {"cpu": cpu_name(), "trials": opts.trials, "rounds": opts.rounds,
                "wall_s": time.monotonic() - start,
-               "baseline": opts.baseline,
+               "baseline": opts.baseline, "options": opts.options,
                "runs": {c: dict(by) for c, by in runs.items()}}
     print(f"\nresults: {write_results('search_overhead', payload)}")
 

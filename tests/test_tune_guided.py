@@ -106,13 +106,16 @@ def test_transfer_logs_start_the_model(tmp_path: Path) -> None:
     small = asc.Task("matmul", (8, 8, 8), target="c -num-threads=1")
     asc.tune(small, trials=8, log=other, tuner="random", seed=0, option=FAST, remeasure=0)
     spy = SpyModel()
-    tuner = SATuner(TASK, make_space(TASK, "sketch"), seed=0, model=spy, plan_size=8, n_iter=10)
-    asc.tune(TASK, trials=4, log=tmp_path / "t.jsonl", tuner=tuner, option=FAST, batch_size=4,
+    tuner = SATuner(TASK, make_space(TASK, "sketch"), seed=0, model=spy, plan_size=4, n_iter=10)
+    asc.tune(TASK, trials=8, log=tmp_path / "t.jsonl", tuner=tuner, option=FAST, batch_size=4,
              transfer=[other], remeasure=0)
     first_programs, _ = spy.fits[0]
     assert len(first_programs) == 8 and all(p.task == small for p in first_programs)
     assert tuner.plans >= 1  # the first batch came from the model's plan
-    assert [p.task for p in spy.fits[-1][0]] == [small] * 8 + [TASK] * 4
+    assert tuner.model_quality[0].pairwise_accuracy is not None  # and was scored by it
+    # its plan used up, the model was refitted on the transfer records and the task's alongside
+    last = [p.task for p in spy.fits[-1][0]]
+    assert last[:8] == [small] * 8 and last[8:] == [TASK] * (len(last) - 8) and len(last) >= 8 + 4
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

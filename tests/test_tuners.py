@@ -143,24 +143,54 @@ def _measure_with_failures(log: ReplayLog) -> Callable[[list[Candidate]], list[M
 
 
 @pytest.mark.parametrize("cls", [SATuner, EvolutionaryTuner])
-def test_the_model_is_refitted_after_every_batch_on_all_records(
-    replay: tuple[ReplayLog, LogSpace], cls: type[Tuner]
+def test_every_plan_comes_from_a_model_fitted_on_all_records_measured_before_it(
+    replay: tuple[ReplayLog, LogSpace], cls: type[SATuner] | type[EvolutionaryTuner]
 ) -> None:
     log, space = replay
     spy = SpyModel()
-    tuner = cls(log.task, space, seed=0, model=spy)
-    tuner.tune(40, _measure_with_failures(log), batch_size=8)
-    assert [len(costs) for _, costs in spy.fits] == [8, 16, 24, 32, 40]
+    tuner = cls(log.task, space, seed=0, model=spy, plan_size=16)
+    plans: list[tuple[int, int]] = []  # (records measured, records of the model's last fit) per plan
+    search = tuner.search
+    tuner.search = lambda n: plans.append((len(tuner.measured), len(spy.fits[-1][1]))) or search(n)  # type: ignore[method-assign]
+    tuner.tune(64, _measure_with_failures(log), batch_size=8)
+    assert len(plans) >= 3 and all(measured == fitted for measured, fitted in plans), plans
+    # fitted as soon as there were records enough, then only before plans: not after every batch
+    sizes = [len(costs) for _, costs in spy.fits]
+    assert sizes[0] == 8 and sizes[: len(plans)] == [fitted for _, fitted in plans], (sizes, plans)
+    assert len(sizes) <= len(plans) + 1 < 64 // 8, (sizes, plans)  # + a fit after the last batch
     programs, costs = spy.fits[-1]
-    assert [steps_key(p.steps) for p in programs] == [steps_key(c.steps) for c, _ in tuner.measured]
-    assert costs.count(float("inf")) == 10  # failed programs are in the data, as infinitely slow
+    measured = tuner.measured[: len(programs)]
+    assert [steps_key(p.steps) for p in programs] == [steps_key(c.steps) for c, _ in measured]
+    assert costs.count(float("inf")) == len(programs) // 4  # failed programs are in the data, infinitely slow
     assert all(p.task == log.task for p in programs)
-    # the model was scored on each batch before it was refitted on it
-    assert [q.batch for q in tuner.model_quality] == [0, 1, 2, 3, 4]
-    assert tuner.model_quality[0].pairwise_accuracy is None
-    assert all(q.pairwise_accuracy is not None and 0 <= q.pairwise_accuracy <= 1
-               for q in tuner.model_quality[1:])
-    assert all(q.k == 2 and q.recall_at_k is not None for q in tuner.model_quality[1:])
+    # every batch was scored by the model before any fit on it; the refits are noted with their batch
+    quality = tuner.model_quality
+    assert [(q.batch, q.size) for q in quality] == [(b, 8) for b in range(8)]
+    assert [q.train_size for q in quality if q.fit_seconds > 0] == sizes
+    assert quality[0].pairwise_accuracy is None
+    assert all(q.pairwise_accuracy is not None and 0 <= q.pairwise_accuracy <= 1 for q in quality[1:])
+    assert all(q.recall_at_k is not None for q in quality[1:])
+
+
+@pytest.mark.parametrize("cls", [SATuner, EvolutionaryTuner])
+def test_refitting_only_before_plans_measures_what_refitting_after_every_batch_would(
+    replay: tuple[ReplayLog, LogSpace], cls: type[SATuner] | type[EvolutionaryTuner]
+) -> None:
+    log, space = replay
+
+    class Eager(cls):  # type: ignore[valid-type,misc]
+        def refit_after_batch(self) -> bool:
+            return True
+
+    def run(kind: type[Tuner]) -> tuple[list[str], int]:
+        spy = SpyModel()
+        tuner = kind(log.task, space, seed=2, model=spy, plan_size=16)
+        tuner.tune(96, _measure_with_failures(log), batch_size=8)
+        return [steps_key(c.steps) for c, _ in tuner.measured], len(spy.fits)
+
+    (lazy, lazy_fits), (eager, eager_fits) = run(cls), run(Eager)
+    assert lazy == eager and len(lazy) == 96
+    assert eager_fits == 12 and lazy_fits <= 7, (lazy_fits, eager_fits)
 
 
 def test_history_and_transfer_records_are_fitted_before_anything_is_proposed(
@@ -198,6 +228,30 @@ def test_epsilon_share_of_random_programs(
     proposed = [c for _ in range(8) for c in tuner.next_batch(8)]
     assert len(proposed) == 64 and tuner.plans >= (2 if epsilon < 1 else 1)  # plans used up: made again
     assert abs(len(drawn) / len(proposed) - share) <= 0.1, len(drawn)
+
+
+def test_each_plan_starts_from_the_best_predicted_of_the_last_generation_before(
+    replay: tuple[ReplayLog, LogSpace],
+) -> None:
+    log, space = replay
+    tuner = EvolutionaryTuner(log.task, space, seed=0, model=StepKNNModel(), plan_size=8, replan_after=8,
+                              population=32, carry_ratio=0.5)
+    tuner.tune(24, ReplayRunner(log).measure, batch_size=8)
+    assert tuner.plans >= 2 and len(tuner.survivors) == 32
+    tuner.search(8)  # one more plan, with the model as it is now: the survivors best predicted first
+    scores = tuner.score(tuner.survivors).tolist()
+    assert scores == sorted(scores, reverse=True)
+    population = tuner.initial_population()
+    measured = tuner.best_measured(6)  # measured_ratio 0.2 of 32
+    carried: list[Candidate] = []
+    for cand in tuner.survivors:
+        taken = {c.key for c in measured + carried}
+        if tuner.is_unseen(cand) and cand.key not in taken and len(carried) < 16:
+            carried.append(cand)
+    assert [c.key for c in population[:6]] == [c.key for c in measured]
+    assert [c.key for c in population[6:6 + len(carried)]] == [c.key for c in carried] and carried
+    assert len(population) == 32 and len({c.key for c in population}) == 32
+    assert all(tuner.is_unseen(c) for c in population[6:])
 
 
 def test_annealing_stops_early_when_its_pool_stops_changing(replay: tuple[ReplayLog, LogSpace]) -> None:

@@ -125,9 +125,10 @@ def report_table(records: Iterable[Record]) -> str:
 
 
 def model_quality_table(path: str | Path) -> str | None:
-    """The cost model's quality per refit from a ``LOG.model.jsonl`` sidecar (written by model-guided
-    tuning): batch, trials, pairwise accuracy and recall@k on the batch before the model saw it,
-    fit seconds. None if the file is missing or holds no entry."""
+    """The cost model's quality per measured batch from a ``LOG.model.jsonl`` sidecar (written by
+    model-guided tuning): batch, trials, pairwise accuracy and recall@k on the batch before the
+    model saw it, seconds of the refit after it ("-": none). None if the file is missing or holds
+    no entry."""
     try:
         lines = Path(path).read_text(errors="replace").splitlines()
     except OSError:
@@ -138,12 +139,16 @@ def model_quality_table(path: str | Path) -> str | None:
             e = json.loads(line)
             rows.append(
                 [str(e["batch"]), str(e["trials"]), _fraction(e.get("pairwise_accuracy")),
-                 _fraction(e.get("recall_at_k")), str(e.get("k", "-")), f"{float(e['fit_seconds']):.2f}",
+                 _fraction(e.get("recall_at_k")), str(e.get("k", "-")), _seconds(float(e["fit_seconds"])),
                  str(e.get("model", "-")), str(e.get("workload_key", "-")).split("#", 1)[0]]
             )
         except (ValueError, KeyError, TypeError):
             continue  # a torn or foreign line
     return _format_table(rows, right={0, 1, 2, 3, 4, 5}) if len(rows) > 1 else None
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f}" if value > 0 else "-"
 
 
 def _fraction(value: Any) -> str:

@@ -1,7 +1,10 @@
 """Ansor's evolutionary search on the cost model's predictions (the default for sketch spaces).
 
 Each plan starts a population of ``population`` programs: the best measured programs (a share
-``measured_ratio`` of it) and fresh random samples. For ``generations`` generations the model scores
+``measured_ratio`` of it), the best predicted of the previous plan's last generation not measured
+since (a share ``carry_ratio``: the population keeps evolving from one plan to the next, so a plan
+needs fewer new generations, and each new program costs a lowering and its features) and fresh
+random samples. For ``generations`` generations the model scores
 the population; every program never measured enters a pool of the best predicted; parents are
 chosen by tournament on the predicted score, and children are made by crossover (probability
 ``crossover_prob``, :func:`~autosched.search.space.crossover`) and mutation (probability
@@ -49,8 +52,9 @@ class EvolutionaryTuner(ModelTuner):
         epsilon: float = 0.05,
         replan_after: int = 16,
         population: int = 128,
-        generations: int = 4,
+        generations: int = 2,
         measured_ratio: float = 0.2,
+        carry_ratio: float = 0.5,
         crossover_prob: float = 0.15,
         mutation_prob: float = 0.85,
         tournament_size: int = 3,
@@ -60,13 +64,15 @@ class EvolutionaryTuner(ModelTuner):
         self.population = population
         self.generations = generations
         self.measured_ratio = measured_ratio
+        self.carry_ratio = carry_ratio
+        self.survivors: list[Candidate] = []  # the last plan's last generation, best predicted first
         self.crossover_prob = crossover_prob
         self.mutation_prob = mutation_prob
         self.tournament_size = tournament_size
         self.np_rng = np.random.default_rng(self.rng.randrange(2**32))
 
     def initial_population(self) -> list[Candidate]:
-        """The best measured programs, then random samples."""
+        """The best measured programs, the previous plan's survivors, then random samples."""
         members = self.best_measured(int(self.population * self.measured_ratio))
         keys = {c.key for c in members}
 
@@ -74,6 +80,13 @@ class EvolutionaryTuner(ModelTuner):
             if cand is not None and cand.key not in keys and len(members) < self.population:
                 keys.add(cand.key)
                 members.append(cand)
+
+        carried = len(members) + int(self.population * self.carry_ratio)
+        for survivor in self.survivors:
+            if len(members) >= carried:
+                break
+            if self.is_unseen(survivor):
+                add(survivor)
 
         space = self.space
         if isinstance(space, SketchTuningSpace):  # made together (see _children)
@@ -142,5 +155,7 @@ class EvolutionaryTuner(ModelTuner):
             if generation == self.generations:
                 break
             population = self._children(population, scores)
+        order = np.argsort(-scores, kind="stable")
+        self.survivors = [population[i] for i in order.tolist()]
         ranked = sorted(pool.values(), key=lambda sc: -sc[0])
         return [cand for _, cand in ranked[:n]]

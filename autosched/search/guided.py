@@ -3,9 +3,11 @@
 A :class:`ModelTuner` proposes programs from a *plan*: the ``plan_size`` best programs (by the
 model's prediction) that a search over the space (:meth:`ModelTuner.search`, simulated annealing
 or evolution) found and that were never measured. The plan is made again once it is used up, or
-once ``replan_after`` trials were measured since it was made (and the model was refitted since):
-a search round per that many measurements, as Ansor's rounds. The model itself is refitted after
-every measured batch. A share
+once ``replan_after`` trials were measured since it was made: a search round per that many
+measurements, as Ansor's rounds. The model is read only to make a plan, so it is refitted on all
+records only after a measured batch that a new plan follows (and after every batch until its first
+fit); after the other batches it only scores them (:attr:`Tuner.model_quality`): fits in between
+would change nothing the tuner does. A share
 ``epsilon`` of the programs is drawn at random instead, and until the model has been fitted at all
 (too few records) every program is random.
 
@@ -116,7 +118,13 @@ class ModelTuner(Tuner):
         """Whether the model has been fitted (before that, programs are random)."""
         return self.learner is not None and self.learner.ready
 
+    def refit_after_batch(self) -> bool:
+        # until the model is fitted, each batch may be the one it waits for; then before a plan
+        return not self.guided or not self.plan or self.trials - self.planned_at >= self.replan_after
+
     def _replan(self) -> None:
+        if self.learner is not None and self.learner.pending:  # the plan ran out within a batch
+            self.refit(self.batches - 1)
         self.plan = self.search(self.plan_size)
         self.planned_at = self.trials
         self.planned_with = self.learner.generation if self.learner is not None else -1

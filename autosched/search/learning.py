@@ -127,8 +127,8 @@ class ModelQuality:
     pairwise_accuracy: float | None  # None: no model yet, or too few valid programs to compare
     recall_at_k: float | None
     k: int
-    fit_seconds: float
-    train_size: int  # records the model was fitted on (transfer records included)
+    fit_seconds: float  # 0.0: the model was not refitted after this batch
+    train_size: int  # records the model is fitted on after the batch (transfer records included)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object (NaN as null)."""
@@ -154,7 +154,9 @@ class Learner:
         self.transfer_inputs: list[MeasureInput] = []
         self.transfer_costs: list[float] = []
         self.pending = 0  # records of the task added since the last fit
+        self.unscored = 0  # the latest of them, not scored yet (see ModelQuality)
         self.pending_transfer = 0
+        self.fitted_on = 0  # records of the last fit
         self.ready = bool(getattr(model, "fitted", False))  # a saved model guides from the start
         self.generation = 0  # fits so far; predictions are cached per generation
         self._cache: dict[str, float] = {}
@@ -164,6 +166,7 @@ class Learner:
         self.inputs += inputs
         self.costs += [float(c) for c in costs]
         self.pending += len(inputs)
+        self.unscored += len(inputs)
 
     def add_transfer(self, inputs: Sequence[MeasureInput], costs: Sequence[float]) -> None:
         """Records of other workloads, to start from (they stay in every fit)."""
@@ -175,15 +178,9 @@ class Learner:
         costs = self.transfer_costs + self.costs
         return len(costs) >= self.min_records and sum(math.isfinite(c) for c in costs) >= 2
 
-    def refit(self, batch: int = -1, trials: int = 0) -> ModelQuality | None:
-        """Score the records not seen yet (when the model is fitted), then fit on all records.
-
-        Returns the :class:`ModelQuality` of the unseen records (with the fit time), or None when
-        nothing was new or there are still too few records to fit.
-        """
-        if not (self.pending or self.pending_transfer) or not self._enough():
-            return None
-        fresh = self.pending
+    def _score_unscored(self) -> tuple[int, float | None, float | None, int]:
+        """(records, pairwise accuracy, recall@k, k) of the model on the records not scored yet."""
+        fresh, self.unscored = self.unscored, 0
         new_inputs, new_costs = self.inputs[len(self.inputs) - fresh :], self.costs[len(self.costs) - fresh :]
         k = quality_k(fresh)
         accuracy = recall = None
@@ -191,14 +188,33 @@ class Learner:
             scores = self.predict(new_inputs)
             accuracy = pairwise_accuracy(scores, new_costs)
             recall = recall_at_k(scores, new_costs, k)
+        return fresh, accuracy, recall, k
+
+    def assess(self, batch: int = -1, trials: int = 0) -> ModelQuality | None:
+        """Score the records not scored yet with the model as it is, without refitting; None when
+        there are none or the model was never fitted."""
+        if not self.unscored or not self.ready:
+            return None
+        fresh, accuracy, recall, k = self._score_unscored()
+        return ModelQuality(batch, trials, fresh, accuracy, recall, k, 0.0, self.fitted_on)
+
+    def refit(self, batch: int = -1, trials: int = 0) -> ModelQuality | None:
+        """Score the records not scored yet (when the model is fitted), then fit on all records.
+
+        Returns the :class:`ModelQuality` of the unscored records (with the fit time), or None when
+        nothing was new or there are still too few records to fit.
+        """
+        if not (self.pending or self.pending_transfer) or not self._enough():
+            return None
+        fresh, accuracy, recall, k = self._score_unscored()
         start = time.perf_counter()
         self.model.fit(self.transfer_inputs + self.inputs, self.transfer_costs + self.costs)
         seconds = time.perf_counter() - start
         self.ready, self.pending, self.pending_transfer = True, 0, 0
         self.generation += 1
         self._cache.clear()
-        train = len(self.transfer_inputs) + len(self.inputs)
-        return ModelQuality(batch, trials, fresh, accuracy, recall, k, seconds, train)
+        self.fitted_on = len(self.transfer_inputs) + len(self.inputs)
+        return ModelQuality(batch, trials, fresh, accuracy, recall, k, seconds, self.fitted_on)
 
     def predict(self, inputs: Sequence[MeasureInput], keys: Sequence[str] | None = None) -> np.ndarray:
         """Scores of ``inputs`` (whose program keys are ``keys``, if known) by the current model,

@@ -55,7 +55,7 @@ from ..task import Task
 from .baseline import measure_default as _measure_default
 from .baseline import space_default
 from .final import Final, remeasure_top
-from .learning import CostModel, Learner, model_name, sidecar_path
+from .learning import CostModel, model_name, sidecar_path
 from .measurer import Measurer, Sync
 from .progress import ProgressBar, QualityLog, TuneStats
 from .space import Candidate, make_space
@@ -126,8 +126,11 @@ def _check_arguments(trials: object, log: Path | None) -> None:
 DEFAULT_TUNERS = {"sketch": "evolutionary", "template": "sa"}
 
 
-def _save_model(learner: Learner | None, path: str | os.PathLike[str]) -> None:
-    """Write the run's fitted cost model to ``path`` (for ``model=PATH`` in a later run)."""
+def _save_model(tuner: Tuner, path: str | os.PathLike[str]) -> None:
+    """Write the run's cost model, fitted on all its records, to ``path`` (for ``model=PATH`` in a
+    later run)."""
+    tuner.refit(tuner.batches - 1)  # a model-guided tuner has not fitted on its last batches yet
+    learner = tuner.learner
     save = getattr(learner.model, "save", None) if learner is not None else None
     if learner is None or not learner.ready or save is None:
         warn(f"no fitted cost model to save to {path}: this run's tuner has none (or too few records)")
@@ -291,7 +294,7 @@ def tune(
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
     if save_model is not None:
-        _save_model(learner, save_model)
+        _save_model(the_tuner, save_model)
     best_cand, best = final.best, final.best_cost
     if best_cand is None and the_tuner.best_candidate is not None:  # not re-measured (or it failed)
         best_cand, best = the_tuner.best_candidate, the_tuner.best_cost

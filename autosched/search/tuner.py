@@ -10,9 +10,11 @@ proposes a program it has already seen (measured in this run or loaded from a lo
 
 A tuner with a cost model (``model=``: a model object or a name of :mod:`autosched.model`) keeps
 every record of the task in a :class:`~autosched.search.learning.Learner`: after each measured
-batch it scores the batch with the model (:attr:`Tuner.model_quality`), then refits on all records;
-records loaded by :meth:`Tuner.load_history` or :meth:`Tuner.add_transfer` are fitted on before the
-next program is proposed. Model-guided tuners (``sa``/``xgb``, ``evolutionary``) need a model;
+batch it scores the batch with the model (:attr:`Tuner.model_quality`), then refits on all records
+(a model-guided tuner refits only when its next batch reads the model: before a new plan, so every
+plan comes from a model fitted on everything measured, without fits nothing reads); records loaded by
+:meth:`Tuner.load_history` or :meth:`Tuner.add_transfer` are fitted on before the next program is
+proposed. Model-guided tuners (``sa``/``xgb``, ``evolutionary``) need a model;
 the others only report its quality.
 """
 
@@ -86,7 +88,8 @@ class Tuner:
         self.measured: list[tuple[Candidate, float]] = []
         chosen = model if model is not None else self.default_model
         self.learner = Learner(resolve_model(chosen)) if chosen is not None else None
-        self.model_quality: list[ModelQuality] = []  # one entry per refit after a measured batch
+        self.model_quality: list[ModelQuality] = []  # one entry per refit after measured batches
+        self.loaded = False  # records loaded (history, transfer) that the model was not fitted on
         self.batches = 0  # measured batches of this run
 
     # -- to implement
@@ -109,13 +112,28 @@ class Tuner:
 
     def update(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
         """Learn from a measured batch: track the best, then (with a model) score the batch with the
-        model and refit it."""
+        model and refit it (only score it, where :meth:`refit_after_batch` says not to refit)."""
         self._record(candidates, results)
-        if self.learner is not None:
-            quality = self.learner.refit(self.batches, self.trials)
+        if self.refit_after_batch():
+            self.refit(self.batches)
+        elif self.learner is not None:
+            quality = self.learner.assess(self.batches, self.trials)
             if quality is not None:
                 self.model_quality.append(quality)
         self.batches += 1
+
+    def refit_after_batch(self) -> bool:
+        """Whether the model is refitted right after the measured batch (here: always; a
+        model-guided tuner refits when its next batch reads the model)."""
+        return True
+
+    def refit(self, batch: int) -> None:
+        """Score the records measured since the last fit (up to measured batch ``batch``; -1: loaded
+        ones) with the model, then fit it on all records; nothing without a model or new records."""
+        if self.learner is not None:
+            quality = self.learner.refit(batch, self.trials)
+            if quality is not None:
+                self.model_quality.append(quality)
 
     def _record(self, candidates: Sequence[Candidate], results: Sequence[MeasureResult]) -> None:
         """Bookkeeping of measured candidates: seen programs, the best, the model's records."""
@@ -162,6 +180,7 @@ class Tuner:
         candidates = [Candidate(r.steps, r.program or {}) for r in records]
         results = [MeasureResult(r.costs, r.error_no, r.error_msg, r.all_cost, r.timestamp) for r in records]
         self._record(candidates, results)
+        self.loaded = self.loaded or bool(records)
         return len(records)
 
     def add_transfer(self, inputs: Sequence[MeasureInput], costs: Sequence[float]) -> None:
@@ -170,11 +189,13 @@ class Tuner:
         model."""
         if self.learner is not None:
             self.learner.add_transfer(inputs, costs)
+            self.loaded = True
 
     def refit_pending(self) -> None:
         """Fit the model on records loaded since the last fit (history, transfer), if any."""
-        if self.learner is not None:
+        if self.loaded and self.learner is not None:
             self.learner.refit(-1, self.trials)
+        self.loaded = False
 
     # -- the loop
     def tune(
