@@ -10,9 +10,10 @@ notes what it has, and resumes from its log for the next one, as a user's second
 At a checkpoint the best program is the log's best so far (re-measured programs count by their
 re-measurement). Then every best program is timed side by side with the references, interleaved
 rounds, medians: numpy/OpenBLAS for matmul; im2col + numpy (and PyTorch/oneDNN if installed) for
-conv2d. The ``conv*p`` cases tune the same layers with the kernel packed by blocks of 8 output
-channels (``fused_conv2d_packed``, the layout a network's convolutions read on a CPU; packed once,
-outside the timed call); the references get the kernel as the model has it.
+conv2d. The ``conv*p`` cases tune the same layers with the kernel packed by blocks of output
+channels (``fused_conv2d_packed``, the layout a network's convolutions read on this CPU: 16 channels
+with AVX-512, else 8; packed once, outside the timed call); the references get the kernel as the
+model has it.
 
 Also reported: the search overhead (wall time outside compile and run: sampling, lowering,
 features, model fits and predictions, logging; each run compiles into its own empty kernel cache,
@@ -57,21 +58,24 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import autosched as asc  # noqa: E402
 from autosched.graph.fused import unpack_kernel  # noqa: E402
+from autosched.graph.layout import conv_blocks  # noqa: E402
 from autosched.records import is_remeasurement, load_records  # noqa: E402
 
 THREADS = os.cpu_count() or 1
 TARGET = f"c -num-threads={THREADS}"
+#: the kernel block of a network's convolutions here: 16 channels with AVX-512, else 8
+BLOCK = conv_blocks(TARGET)[0]
 CASES: dict[str, tuple[str, tuple[int, ...]]] = {
     "matmul512": ("matmul", (512, 512, 512)),
     "matmul1024": ("matmul", (1024, 1024, 1024)),
     "conv64": ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1)),
     "conv128": ("conv2d_nchw", (1, 128, 28, 28, 128, 3, 3, 1, 1)),
     "conv256": ("conv2d_nchw", (1, 256, 14, 14, 512, 3, 3, 2, 1)),
-    # the same layers with the kernel packed by blocks of 8 output channels, as a network's
-    # convolutions on a CPU read it (packed once, when the network is built: autosched.graph.layout)
-    "conv64p": ("fused_conv2d_packed", (1, 64, 56, 56, 64, 3, 3, 1, 1, 8, "")),
-    "conv128p": ("fused_conv2d_packed", (1, 128, 28, 28, 128, 3, 3, 1, 1, 8, "")),
-    "conv256p": ("fused_conv2d_packed", (1, 256, 14, 14, 512, 3, 3, 2, 1, 8, "")),
+    # the same layers with the kernel packed by blocks of output channels, as a network's
+    # convolutions on this CPU read it (packed once, when the network is built: autosched.graph.layout)
+    "conv64p": ("fused_conv2d_packed", (1, 64, 56, 56, 64, 3, 3, 1, 1, BLOCK, "")),
+    "conv128p": ("fused_conv2d_packed", (1, 128, 28, 28, 128, 3, 3, 1, 1, BLOCK, "")),
+    "conv256p": ("fused_conv2d_packed", (1, 256, 14, 14, 512, 3, 3, 2, 1, BLOCK, "")),
 }
 LOGS = Path(__file__).parent / "results" / "logs" / "guided"
 

@@ -40,7 +40,9 @@ RESNET18_CONVS = {
 
 
 @pytest.mark.parametrize(
-    ("target", "conv", "last_arg"), [("c", "fused_conv2d_packed", 8), ("opencl", "fused_conv2d", 1)]
+    ("target", "conv", "last_arg"),
+    [("c -vector-bytes=32", "fused_conv2d_packed", 8), ("c -vector-bytes=64", "fused_conv2d_packed", 16),
+     ("opencl", "fused_conv2d", 1)],
 )
 def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
     target: str, conv: str, last_arg: int
@@ -48,7 +50,8 @@ def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
     tasks = extract_tasks(asc.from_onnx(gm.resnet18()), target)
     convs = {}
     for t in tasks:
-        if t.workload.name == conv:  # on a CPU every kernel is packed by 8 output channels, else groups 1
+        if t.workload.name == conv:  # on a CPU every kernel is packed by a vector of output channels
+            # (8 with 32-byte vectors, 16 with 64-byte ones), else groups 1
             n, c, h, w, k, r, s, stride, pad, block_or_groups, epi, _ = t.workload.args
             assert (n, h, r, block_or_groups) == (1, w, s, last_arg)
             convs[(c, h, k, r, stride, pad, epi)] = t.weight

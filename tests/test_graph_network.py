@@ -184,6 +184,25 @@ def test_packed_kernels_round_trip_and_a_block_must_divide_the_channels() -> Non
         get_workload("fused_conv2d_packed", (1, 3, 5, 5, 12, 3, 3, 1, 1, 8, "")).tensors()
 
 
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    ("vector_bytes", "channels", "block"), [(32, 16, 8), (64, 16, 16), (64, 8, 8), (16, 16, 8)]
+)
+def test_kernels_are_packed_by_a_whole_vector_of_channels_where_it_divides_them(
+    vector_bytes: int, channels: int, block: int
+) -> None:
+    model = gm.residual_block(channels=channels)
+    graph = asc.from_onnx(model)
+    target = f"c -vector-bytes={vector_bytes}"
+    packed = for_target(graph, target)
+    convs = [n for n in packed.nodes if n.op == "conv2d"]
+    assert len(convs) == 2 and all(n.attr("kernel_block") == block for n in convs)
+    assert all(packed.shapes[n.inputs[1]][-1] == block for n in convs)
+    x = np.random.default_rng(0).standard_normal(graph.shapes[graph.inputs[0]]).astype(np.float32)
+    out = asc.build_network(graph, target=target)(x)
+    np.testing.assert_allclose(out, _onnxruntime(model, x), rtol=1e-4, atol=1e-4)
+
+
 def test_a_cpu_network_packs_its_conv_weights_once_and_a_gpu_one_does_not() -> None:
     graph = asc.from_onnx(gm.residual_block())  # two 3x3 convs of 8 channels
     before = {k: v.copy() for k, v in graph.constants.items()}

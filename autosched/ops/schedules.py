@@ -203,9 +203,10 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
 #: most output columns of :func:`tile_conv2d_packed`'s tile (with one block of 8 channels, 12 or 14
 #: columns ran slower than 7 or 8 in every layer tried on AVX2: the compiler spills)
 PACKED_CONV_COLS = 8
-#: channel blocks per register tile of :func:`tile_conv2d_packed`: 2 x 8 channels x up to 8
-#: columns, 16 vector accumulators (10-25% faster than one block on ResNet-18's convolutions,
-#: 2 threads, AMD EPYC Zen 4; 4 blocks x 3-4 columns were slower)
+#: channel blocks per register tile of :func:`tile_conv2d_packed`: 2 blocks (of one vector of
+#: channels each: 8 with AVX2, 16 with AVX-512) x up to 8 columns, 16 vector accumulators (10-25%
+#: faster than one block on ResNet-18's convolutions, 2 threads, AMD EPYC Zen 4, blocks of 8;
+#: 4 blocks x 3-4 columns were slower)
 PACKED_CONV_BLOCKS = 2
 
 
