@@ -14,8 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from autosched.records import is_remeasurement, load_records, steps_key
-from autosched.runner.measure import MeasureErrorNo
+import autosched as asc
+from autosched.records import Record, append_records, is_remeasurement, load_records, steps_key
+from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from autosched.search.baseline import default_candidate
+from autosched.search.measurer import Measurer
+from autosched.search.progress import TuneStats
+from autosched.search.shared_log import SharedLog
 
 pytestmark = pytest.mark.requires("gcc")
 
@@ -281,3 +286,32 @@ def test_two_processes_sharing_one_log_never_measure_a_program_twice(tmp_path: P
     keys = [steps_key(r.steps) for r in load_records(tmp_path / "shared.jsonl") if not is_remeasurement(r)]
     assert len(keys) == len(set(keys)) == sum(s["new_trials"] for s in summaries), (keys, summaries)
     assert len(keys) >= 10
+
+
+def test_a_program_logged_by_another_run_between_reading_the_log_and_claiming_it_is_skipped(
+    tmp_path: Path,
+) -> None:
+    """The race behind a rare duplicate in the test above: run B reads the log, run A logs the
+    program and gives its claim back, then B's claim succeeds. B must read the log again."""
+    task = asc.Task("matmul", (16, 16, 16), target="c -num-threads=1")
+    log = tmp_path / "shared.jsonl"
+    log.touch()
+    cand = default_candidate(task)
+    measurer = Measurer(task, None, None, log, TuneStats(task.flops()))  # type: ignore[arg-type]
+    assert measurer.shared is not None
+    claim = measurer.shared.claim
+
+    def claim_after_the_other_run_logged_it(key: str) -> bool:
+        record = Record.from_measure(MeasureInput(task, cand.steps), MeasureResult((1e-3,)))
+        append_records(log, [record])  # run A: measured, logged, claim given back
+        return claim(key)
+
+    measurer.shared.claim = claim_after_the_other_run_logged_it  # type: ignore[method-assign]
+    other = SharedLog(log, task.workload_key, str(task.target))
+    try:
+        assert measurer._claimed([cand]) == [None]  # skipped: not measured a second time
+        assert other.claim(steps_key(cand.steps))  # and the claim was given back
+        assert [r.program_key for r in measurer.foreign()] == [steps_key(cand.steps)]  # counted as theirs
+    finally:
+        other.close()
+        measurer.close()

@@ -63,19 +63,32 @@ class Measurer:
 
     def foreign(self) -> list[records.Record]:
         """Records other runs logged since the last call (programs to count, not to measure)."""
-        if self.shared is not None:
-            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+        self.foreign_news()
         out, self.theirs = self.theirs, []
         return out
 
     def _claimed(self, candidates: list[Candidate]) -> list[str | None]:
         """Each candidate's program key if this run may measure it, else None."""
+        keys: list[str | None] = [records.steps_key(c.steps) for c in candidates]
         if self.shared is None:
-            return [records.steps_key(c.steps) for c in candidates]
-        self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+            return keys
+        shared = self.shared
+        self.foreign_news()
         done = {r.program_key for r in self.theirs}
-        keys = [records.steps_key(c.steps) for c in candidates]
-        return [k if k not in done and self.shared.claim(k) else None for k in keys]
+        claimed = [k if k is not None and k not in done and shared.claim(k) else None for k in keys]
+        # another run may have logged one of them and given its claim back since the read above
+        self.foreign_news()
+        late = {r.program_key for r in self.theirs}
+        for i, key in enumerate(claimed):
+            if key is not None and key in late:
+                shared.release(key)
+                claimed[i] = None
+        return claimed
+
+    def foreign_news(self) -> None:
+        """Keep the records other runs logged since the last read (for :meth:`foreign`)."""
+        if self.shared is not None:
+            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
 
     def __call__(self, candidates: list[Candidate]) -> list[MeasureResult | None]:
         keys = self._claimed(candidates)
