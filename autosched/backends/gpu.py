@@ -17,7 +17,7 @@ from ..emit_opencl import emit_opencl
 from ..lower.gpu import GpuFunc, split_kernels
 from ..lower.ir import PrimFunc
 from ..runner.compile import default_cache_dir
-from ..runner.cuda import CudaKernel, cuda_context, nvrtc_compile
+from ..runner.cuda import CudaKernel, cuda_driver, nvrtc_compile
 from ..runner.gpu_program import GpuCallable, GpuProgram, Launch
 from ..runner.kernel import ArgSpec, ScalarArg
 from ..runner.local_runner import LocalRunner
@@ -124,7 +124,7 @@ class CudaBackend(GpuBackend):
 
     def runner(self, option: MeasureOption) -> Runner:
         """The GPU runner, once a CUDA device is known to be visible (else a one-line error)."""
-        cuda_context()
+        cuda_driver()
         return super().runner(option)
 
 

@@ -1,10 +1,11 @@
-"""CUDA: NVRTC compiles a :class:`GpuProgram`'s source to PTX (no GPU needed: ``pip install
-cuda-bindings nvidia-cuda-nvrtc``), pycuda loads the PTX, launches and times it with CUDA events
-(a GPU and its driver needed: ``pip install pycuda``).
+"""CUDA: NVRTC compiles a :class:`GpuProgram`'s source (no GPU needed: ``pip install
+cuda-bindings nvidia-cuda-nvrtc``), pycuda loads it, launches and times it with CUDA events (a GPU
+and its driver needed: ``pip install pycuda``).
 
-PTX (for a virtual or real architecture) and CUBIN (for a real one, ``sm_XX``: what a target with
-``-arch`` loads, no JIT at load time) are cached by content (source, architecture, output kind,
-NVRTC version) in the kernel cache.
+A kernel is loaded as a CUBIN for a real architecture (``sm_XX``: the target's ``-arch``, else the
+device's), so the driver JIT-compiles nothing and an NVRTC newer than the driver still works; PTX
+(for a virtual or real architecture) is what compile-only checks read. Both are cached by content
+(source, architecture, output kind, NVRTC version) in the kernel cache.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +89,13 @@ def nvrtc_compile(source: str, arch: str, cache_dir: Path | None = None, cubin: 
 
 
 _CONTEXT: list[Any] = []  # the context this process launches in (made on first use)
-
-
-def cuda_context() -> Any:
-    """pycuda's driver module, with a context on device 0 current (made on first use, and again
-    after :func:`reset_cuda_context`)."""
-    drv = _driver()
-    if not _CONTEXT:
-        try:
-            _CONTEXT.append(drv.Device(0).make_context())
-        except drv.Error as e:
-            raise CudaUnavailable(f"no CUDA device is visible: {e}") from None
-    return drv
+_FAULTS: list[str] = []  # the driver errors that discarded a context, oldest first
 
 
 @functools.cache
-def _driver() -> Any:
+def cuda_driver() -> Any:
+    """pycuda's driver module, initialized, once a CUDA device is known to be visible (else
+    :class:`CudaUnavailable` saying why); makes no context."""
     try:
         import pycuda.driver as drv
     except ImportError as e:  # pycuda absent, or built without a driver (libcuda.so.1 missing)
@@ -117,57 +109,103 @@ def _driver() -> Any:
     return drv
 
 
-def reset_cuda_context() -> None:
-    """Destroy the current context (a failed launch leaves it unusable: every later call fails
-    with the same error); the next :func:`cuda_context` makes a fresh one."""
-    if _CONTEXT:
-        ctx = _CONTEXT.pop()
-        with contextlib.suppress(Exception):  # a context broken by a fault may refuse to pop
-            ctx.pop()
-        with contextlib.suppress(Exception):
-            ctx.detach()
+def _context() -> Any:
+    """This process's context on device 0 (made on first use, and again after a fault). It is
+    current in no thread between uses: :func:`cuda_context` makes it current for a block of work, in
+    whichever thread runs it, so nothing is left on a thread's context stack at exit."""
+    drv = cuda_driver()
+    if not _CONTEXT:
+        try:
+            ctx = drv.Device(0).make_context()
+        except drv.Error as e:
+            if _FAULTS:  # the driver keeps a fault's error for the whole process
+                raise CudaUnavailable(
+                    f"CUDA is unusable in this process after a kernel fault ({_FAULTS[-1]}): the driver "
+                    f"refuses a new context ({e}); run again in a new process"
+                ) from None
+            raise CudaUnavailable(f"no CUDA device is visible: {e}") from None
+        drv.Context.pop()
+        _CONTEXT.append(ctx)
+    return _CONTEXT[0]
+
+
+@contextlib.contextmanager
+def cuda_context() -> Iterator[Any]:
+    """``with cuda_context() as ctx:`` runs the block with this process's context current (pycuda's
+    ``Context``). A driver error inside it discards the context (a fault leaves it unusable: every
+    later call fails with the same error) and the next block asks for a fresh one; drivers that
+    keep the error for the whole process refuse it, and then every later block raises
+    :class:`CudaUnavailable` saying so (the runner measures in worker processes, and starts a new
+    one after a device error)."""
+    ctx = _context()
+    ctx.push()
+    try:
+        yield ctx
+    except cuda_driver().Error as e:
+        _FAULTS.append(" ".join(str(e).split())[:200])
+        _discard(ctx)
+        raise
+    except BaseException:
+        ctx.pop()
+        raise
+    ctx.pop()
+
+
+def _discard(ctx: Any) -> None:
+    """Pop and destroy a context a fault has broken (either may fail on it: nothing else can be
+    done with it); the next :func:`cuda_context` makes a new one."""
+    with contextlib.suppress(Exception):
+        ctx.pop()
+    with contextlib.suppress(Exception):
+        ctx.detach()
+    if _CONTEXT and _CONTEXT[0] is ctx:
+        _CONTEXT.clear()
 
 
 def device_arch() -> str:
     """``sm_XY`` of CUDA device 0."""
-    drv = cuda_context()
-    major, minor = drv.Device(0).compute_capability()
+    major, minor = cuda_driver().Device(0).compute_capability()
     return f"sm_{major}{minor}"
 
 
 class CudaKernel(GpuCallable):
-    """A :class:`GpuProgram` compiled by NVRTC and launched by pycuda on device 0; a failed launch
-    is a :class:`~autosched.runner.gpu_program.DeviceError` (a ``RUNTIME_ERROR`` in a runner) and
-    the context is made again for the next program."""
+    """A :class:`GpuProgram` compiled by NVRTC (to a CUBIN for ``arch``, by default the device's)
+    and launched by pycuda on device 0. A failed launch is a
+    :class:`~autosched.runner.gpu_program.DeviceError` (a ``RUNTIME_ERROR`` in a runner); see
+    :func:`cuda_context` for what follows. A kernel loads its module again in a new context."""
 
     def __init__(self, program: GpuProgram, args: Sequence[ArgSpec], arch: str | None = None) -> None:
         super().__init__(program, args)
-        drv = self._drv = cuda_context()
-        # a target's -arch gets a CUBIN (no JIT at load time); else PTX for this device's arch
-        image = nvrtc_compile(program.source, arch, cubin=True) if arch else nvrtc_compile(
-            program.source, device_arch()
-        )
-        module = drv.module_from_buffer(image)
-        self._funcs = [module.get_function(launch.name) for launch in program.launches]
+        arch = arch or device_arch()
+        self._image = nvrtc_compile(program.source, arch, cubin=arch.startswith("sm_"))
+        self._loaded: tuple[Any, list[Any]] | None = None  # (context, kernel functions)
+
+    def _functions(self, ctx: Any) -> list[Any]:
+        """The program's kernels in ``ctx`` (loaded when the context is new)."""
+        if self._loaded is None or self._loaded[0] is not ctx:
+            module = cuda_driver().module_from_buffer(self._image)
+            self._loaded = (ctx, [module.get_function(launch.name) for launch in self.program.launches])
+        return self._loaded[1]
 
     def run(self, arrays: Sequence[np.ndarray], number: int) -> float:
         """Copy in, launch ``number`` times, copy the outputs back; seconds between CUDA events
         around the launches."""
-        drv = self._drv
-        host = [*arrays, *self.temp_arrays()]
-        bufs = [drv.to_device(a) if a.nbytes else np.intp(0) for a in host]
-        start, end = drv.Event(), drv.Event()
-        try:
+        drv = cuda_driver()
+        with cuda_context() as ctx:
+            funcs = self._functions(ctx)
+            host = [*arrays, *self.temp_arrays()]
+            bufs = [drv.to_device(a) if a.nbytes else np.intp(0) for a in host]
+            start, end = drv.Event(), drv.Event()
             start.record()
             for _ in range(number):
-                for f, launch in zip(self._funcs, self.program.launches, strict=True):
+                for f, launch in zip(funcs, self.program.launches, strict=True):
                     f(*bufs, grid=launch.grid, block=launch.block)
             end.record()
             end.synchronize()
-        except drv.Error:  # a launch failure or a fault: the next program gets a fresh context
-            reset_cuda_context()
-            raise
-        for spec, arr, buf in zip(self.args, arrays, bufs, strict=False):
-            if spec.is_output and arr.nbytes:
-                drv.memcpy_dtoh(arr, buf)
-        return float(start.time_till(end)) * 1e-3
+            for spec, arr, buf in zip(self.args, arrays, bufs, strict=False):
+                if spec.is_output and arr.nbytes:
+                    drv.memcpy_dtoh(arr, buf)
+            for buf in bufs:
+                if isinstance(buf, drv.DeviceAllocation):
+                    buf.free()
+            return float(start.time_till(end)) * 1e-3

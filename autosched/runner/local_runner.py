@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .gpu_load import is_gpu_program
 from .kernel import ArgSpec
 from .measure import (
     Builder,
@@ -150,6 +151,8 @@ class LocalRunner(Closing):
         self._served += 1
         if answer[0] == "ok":
             return MeasureErrorNo.NO_ERROR, "", tuple(answer[1])
+        if answer[1] == MeasureErrorNo.RUNTIME_ERROR and is_gpu_program(lib_path):
+            self.close()  # a device fault can leave the worker's context (or process) unusable
         return MeasureErrorNo(answer[1]), str(answer[2]), ()
 
     def _ask(self, request: tuple[Any, ...], data: tuple[Any, ...] | None = None) -> tuple[Any, ...]:
