@@ -9,59 +9,26 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
+from gpu_cases import CASE_IDS, CASES, TEMPLATE_CASES, check_outputs
 
 import autosched as asc
 from autosched.backends import CudaBackend, OpenCLBackend
 from autosched.lower import lower
-from autosched.ops.gpu_conv import conv2d_gpu, direct_gpu
-from autosched.ops.gpu_schedules import batch_matmul_gpu, dense_gpu, matmul_gpu
+from autosched.ops.gpu_conv import conv2d_gpu
 from autosched.runner.cuda import nvrtc_compile
 from autosched.space.templates import instantiate, template_space
 from autosched.target import Target
 
-SMALL = {"block": 4, "reg": 2, "k_tile": 4}
-TILED = {"threads": (2, 4, 4), "reg": 2, "rc_tile": 2}
-CASES: list[tuple[str, tuple, Callable[..., asc.Schedule], dict]] = [
-    ("batch_matmul", (2, 32, 32, 16), batch_matmul_gpu, SMALL),
-    ("batch_matmul", (3, 37, 45, 19), batch_matmul_gpu, SMALL),
-    ("dense", (32, 64, 16), dense_gpu, SMALL),
-    ("dense", (37, 45, 19), dense_gpu, SMALL),
-    # one output per thread, guarded stores and a cooperative fetch under a guard (was a compile error)
-    ("matmul", (37, 45, 19), matmul_gpu, {"block": 4, "reg": 1, "k_tile": 4}),
-    ("conv2d_nchw", (1, 4, 12, 12, 8, 3, 3, 1, 1), direct_gpu, {"threads": 32}),
-    ("conv2d_nchw", (2, 5, 11, 9, 7, 3, 3, 2, 1), direct_gpu, {"threads": 32}),
-    ("conv2d_nchw", (1, 4, 10, 10, 8, 3, 3, 1, 0), conv2d_gpu, TILED),
-    ("conv2d_nchw", (1, 5, 11, 9, 7, 3, 3, 2, 1), conv2d_gpu, TILED),
-    ("depthwise_conv2d_nchw", (1, 8, 12, 12, 3, 3, 1, 1), direct_gpu, {"threads": 64}),
-    ("depthwise_conv2d_nchw", (2, 5, 11, 9, 3, 3, 2, 1), direct_gpu, {"threads": 32}),
-    ("max_pool2d", (1, 8, 12, 12, 2, 2, 0), direct_gpu, {"threads": 64}),
-    ("max_pool2d", (2, 5, 11, 9, 3, 2, 1), direct_gpu, {"threads": 32}),
-    ("avg_pool2d", (1, 8, 12, 12, 2, 2, 0), direct_gpu, {"threads": 64}),
-    ("avg_pool2d", (2, 5, 11, 9, 3, 2, 1), direct_gpu, {"threads": 32}),
-]
-
-
-def _check(task: asc.Task, f: Callable[..., object], seed: int = 1) -> None:
-    """Run ``f`` on random inputs and compare every output with the workload's numpy reference."""
-    inputs = task.workload.random_inputs(seed)
-    want = task.workload.reference(*[x.copy() for x in inputs])
-    want = [want] if isinstance(want, np.ndarray) else list(want)
-    outs = [np.full(w.shape, np.nan, dtype=np.float32) for w in want]
-    f(*inputs, *outs)
-    for got, ref in zip(outs, want, strict=True):
-        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
-
 
 @pytest.mark.requires("pyopencl")
-@pytest.mark.parametrize("name, args, schedule, kw", CASES, ids=[f"{c[2].__name__}{c[1]}" for c in CASES])
+@pytest.mark.parametrize("name, args, schedule, kw", CASES, ids=CASE_IDS)
 def test_hand_written_schedules_match_the_reference_on_opencl(
     name: str, args: tuple, schedule: Callable[..., asc.Schedule], kw: dict
 ) -> None:
     task = asc.Task(name, args, target="opencl")
     tensors = task.workload.tensors()
-    _check(task, asc.build(schedule(tensors, "opencl", **kw), tensors, target="opencl"))
+    check_outputs(task, asc.build(schedule(tensors, "opencl", **kw), tensors, target="opencl"))
 
 
 def test_the_tiled_conv2d_stages_input_and_filter_in_shared_memory() -> None:
@@ -86,8 +53,6 @@ def test_the_same_programs_compile_as_cuda_with_nvrtc_for_sm_80_and_sm_90(tmp_pa
         assert OpenCLBackend().program(func, Target.parse("opencl")).launches == program.launches
 
 
-TEMPLATE_CASES = [("dense", (20, 24, 12)), ("conv2d_nchw", (1, 4, 9, 7, 6, 3, 3, 1, 1))]
-
 
 @pytest.mark.requires("pyopencl")
 @pytest.mark.parametrize("name, args", TEMPLATE_CASES, ids=[f"{c[0]}{c[1]}" for c in TEMPLATE_CASES])
@@ -99,4 +64,4 @@ def test_gpu_template_points_run_and_match_the_reference(name: str, args: tuple)
     space = template_space(task.workload, "opencl")
     for index in random.Random(0).sample(range(len(space)), min(2, len(space))):
         s = instantiate(task.workload, "opencl", index)
-        _check(task, asc.build(s, task.workload.tensors(), target="opencl"), seed=index)
+        check_outputs(task, asc.build(s, task.workload.tensors(), target="opencl"), seed=index)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from odd_shapes import ODD_SHAPES
+from gpu_cases import WORKLOADS, draw_unchecked
 from repro import reproducible, stable_seed
 
 import autosched as asc
@@ -25,8 +25,6 @@ from autosched.backends import CudaBackend, backend_for
 from autosched.lower import lower
 from autosched.runner import MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.cuda import nvrtc_compile
-from autosched.space.generated import SketchProgram
-from autosched.space.gpu_sketch import sample_gpu_annotation
 from autosched.space.gpu_space import GpuSketchSpace
 from autosched.target import Target
 
@@ -34,22 +32,6 @@ pytestmark = pytest.mark.requires("pyopencl")
 
 SAMPLES = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "1"))
 TARGET = "opencl"
-
-# small shapes, most of them not dividing any tile size
-WORKLOADS = [
-    *ODD_SHAPES,
-    ("global_avg_pool2d", (1, 3, 7, 9)),
-    ("softmax", (3, 130)),
-    ("relu", (7, 33)),
-    ("add", (5, 17)),
-]
-
-
-def _draw(space: GpuSketchSpace, rng: random.Random) -> SketchProgram:
-    """A program as the annotation draws it, before the sampler's limit check."""
-    index = rng.randrange(len(space.sketches))
-    return SketchProgram(index, sample_gpu_annotation(space.sketches[index], space.ops, space.target, rng))
-
 
 @pytest.mark.requires("nvrtc")
 @pytest.mark.parametrize(("name", "args"), WORKLOADS, ids=[f"{n}{a}" for n, a in WORKLOADS])
@@ -65,7 +47,7 @@ def test_random_gpu_programs_run_correctly_or_are_instantiation_errors(
     assert isinstance(cuda, CudaBackend)
     rejected: list[MeasureInput] = []
     for i in range(SAMPLES):  # the first as the tuner samples (checked), then raw draws
-        program = space.sample(rng) if i == 0 else _draw(space, rng)
+        program = space.sample(rng) if i == 0 else draw_unchecked(space, rng)
         sched = space.schedule(program)
         with reproducible(sched.steps, seed, workload=wl, sample=i):
             if space.check(program) is not None:
@@ -97,7 +79,7 @@ def test_drawn_programs_that_break_the_limits_are_instantiation_errors() -> None
     )
     space = GpuSketchSpace(task.workload, task.target)
     rng = random.Random(4)
-    programs = [_draw(space, rng) for _ in range(12)]
+    programs = [draw_unchecked(space, rng) for _ in range(12)]
     reasons = [space.check(p) for p in programs]
     bad = [p for p, why in zip(programs, reasons, strict=True) if why is not None]
     assert bad, "the small device should reject some draws"
