@@ -122,10 +122,13 @@ def _timed(task: asc.Task, f: object, inputs: list[np.ndarray], want: np.ndarray
     return min(f.time(*inputs, out, number=3, repeat=5, min_repeat_ms=50)), err  # type: ignore[attr-defined]
 
 
-def time_on_gpu(trials: int, spaces: tuple[str, ...] = ("template",)) -> dict[str, object]:
+def time_on_gpu(
+    trials: int, spaces: tuple[str, ...] = ("template",), logs: Path | None = None
+) -> dict[str, object]:
     """Check, time and tune (in each of ``spaces``) matmul and conv2d on CUDA device 0, re-time
     the tuned bests beside the hand-written schedule and PyTorch; print a table with the fraction
-    of fp32 peak, and return the figures."""
+    of fp32 peak, and return the figures. The tuning logs go to ``logs`` (else a temporary
+    folder)."""
     device, peak = device_peak()
     print(f"device: {device}, fp32 peak {peak / 1e12:.1f} TFLOP/s")
     rows: list[list[object]] = []
@@ -138,7 +141,7 @@ def time_on_gpu(trials: int, spaces: tuple[str, ...] = ("template",)) -> dict[st
         entries = [("hand-written", hand, "-")]
         for space in spaces:
             with tempfile.TemporaryDirectory() as d:
-                log = f"{d}/t.jsonl"
+                log = (logs or Path(d)) / f"{name}-{space}.jsonl"
                 r = asc.tune(task, trials=trials, space=space, log=log)
                 tuned = _timed(task, asc.load_best(log, task), inputs, want)
             per_trial = r.wall_time_s / max(1, r.new_trials)
@@ -186,13 +189,14 @@ def main() -> None:
     ap.add_argument("--variants", action="store_true", help="also time matmul_gpu's parameters (VARIANTS)")
     ap.add_argument("--spaces", nargs="+", default=["template"], choices=["template", "sketch"],
                     help="the spaces to tune in (default: template)")
+    ap.add_argument("--logs", type=Path, help="keep the tuning logs in this folder")
     args = ap.parse_args()
     compile_all()
     if args.compile_only:
         return
     try:
         figures: dict[str, object] = {"matmul_variants": matmul_variants()} if args.variants else {}
-        figures.update(time_on_gpu(args.trials, tuple(args.spaces)))
+        figures.update(time_on_gpu(args.trials, tuple(args.spaces), args.logs))
     except CudaUnavailable as e:
         print(f"timing skipped: {e}")
         return
