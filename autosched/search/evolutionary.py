@@ -52,7 +52,7 @@ class EvolutionaryTuner(ModelTuner):
         epsilon: float = 0.05,
         replan_after: int = 16,
         population: int = 128,
-        generations: int = 2,
+        generations: int = 1,
         measured_ratio: float = 0.2,
         carry_ratio: float = 0.5,
         crossover_prob: float = 0.15,
