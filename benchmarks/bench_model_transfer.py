@@ -1,6 +1,7 @@
 """Why the cost model ranks unseen workloads poorly: variants and diagnostics, leave one workload out.
 
 python benchmarks/bench_model_transfer.py --log DATASET/*.jsonl [--seeds 3] [--skip-variants]
+python benchmarks/bench_model_transfer.py --within tests/data/replay_matmul128.jsonl.gz
 
 Each log holds one workload's measured programs (``make_dataset.py``). Every figure ranks a
 workload's programs with an ``xgb`` model fitted on the *other* logs only (pairwise accuracy,
@@ -18,6 +19,9 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
    workloads; the same model when half of every workload's programs are in training (seen
    workloads); how often the median of the repeats orders pairs as the minimum does (the noise in
    the labels themselves).
+3. ``--within LOG``: data or features? One workload's own programs only (the replay log's 3,000):
+   a learning curve from 32 training programs to all but the held-out 500, and at the largest
+   size bigger trees and other learners on the same features, next to the label-noise ceiling.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from common import print_table, write_results
 
 from autosched.model import (
     extract_features,
+    from_records,
     log_scaled_features,
     make_model,
     pack_features,
@@ -44,6 +49,8 @@ from autosched.model import (
 from autosched.model.base import require
 from autosched.model.features import feature_names
 from autosched.model.xgb_model import XGBModel
+from autosched.records.best import is_remeasurement
+from autosched.search.replay import read_log
 
 NAMES = feature_names()
 LOG, INV = log_scaled_features(), shape_invariant_features()
@@ -244,13 +251,48 @@ def load(logs: list[str]) -> list[Workload]:
     return out
 
 
+def within(log: str, seeds: int, held_out: int = 500) -> dict[str, Any]:
+    """Accuracy on ``held_out`` programs of one log by models fitted on its other programs."""
+    records = [r for r in read_log(log) if not is_remeasurement(r)]
+    progs, _ = from_records(records)
+    costs = np.array([min(r.costs) if r.ok else np.inf for r in records])
+    median = np.array([r.median if r.ok else np.inf for r in records])
+    feats = [np.asarray(f) for f in extract_features(progs)]
+    perm = np.random.default_rng(0).permutation(len(progs))
+    test, pool = perm[:held_out], perm[held_out:]
+    tx, tpid = pack_features([feats[i] for i in test])
+
+    def accuracy(n: int, seed: int, **params: Any) -> float:
+        train = np.random.default_rng(seed).choice(pool, n, replace=False)
+        x, pid = pack_features([feats[i] for i in train])
+        labels = throughput(costs[train])
+        model = XGBModel(seed=seed, **params).fit_rows(x, pid, labels, np.zeros(n, dtype=int))
+        return pairwise_accuracy(model.predict_rows(tx, tpid, len(test)), costs[test])
+
+    sizes = sorted({n for n in (32, 64, 128, 256, 512, 1024, 2048) if n < len(pool)} | {len(pool)})
+    curve = [[n, f"{np.mean([accuracy(n, s) for s in range(seeds)]):.3f}"] for n in sizes]
+    print_table(["training programs (same workload)", "pairwise on the held-out"], curve)
+    bigger = float(np.mean([accuracy(len(pool), s, rounds=300, eta=0.1, max_depth=8) for s in range(seeds)]))
+    with np.errstate(invalid="ignore"):
+        noise = pairwise_accuracy(-median[test], costs[test])
+    print(f"{len(pool)} programs, 300 rounds of depth-8 trees at eta 0.1: {bigger:.3f}")
+    print(f"median of the repeats ordering the held-out pairs as the minimum does: {noise:.3f}")
+    return {"log": log, "curve": curve, "bigger_trees": bigger, "median_vs_min": noise}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--log", nargs="+", required=True)
+    ap.add_argument("--log", nargs="+")
+    ap.add_argument("--within", metavar="LOG", help="one workload's log: data or features? (3. above)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--skip-variants", action="store_true", help="the default model only")
     args = ap.parse_args()
     make_model("xgb")  # says what to install if xgboost is missing
+    if args.within:
+        print(f"results: {write_results('model_within', within(args.within, args.seeds))}")
+        return
+    if not args.log:
+        ap.error("--log or --within is required")
     data = load(args.log)
     record: dict[str, Any] = {"logs": args.log, "seeds": args.seeds, "variants": {}}
     rows = []

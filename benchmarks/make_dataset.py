@@ -47,6 +47,19 @@ WORKLOADS: dict[str, tuple[str, tuple[object, ...]]] = {
     "conv_packed_64_28_3x3": ("fused_conv2d_packed", (1, 64, 28, 28, 64, 3, 3, 1, 1, 16)),
     "depthwise_256_28_s2": ("depthwise_conv2d_nchw", (1, 256, 28, 28, 3, 3, 2, 1)),
     "softmax_256x1024": ("softmax", (256, 1024)),
+    # the third dozen (2026-12-05)
+    "matmul_96x768x192": ("matmul", (96, 768, 192)),
+    "matmul_bt_512x128x128": ("matmul", (512, 128, 128, "float32", True)),
+    "batch_matmul_16x64x64x64": ("batch_matmul", (16, 64, 64, 64)),
+    "fused_batch_matmul_8x64x128x64": ("fused_batch_matmul", (8, 64, 128, 64, "relu")),
+    "conv_16_112_3x3": ("conv2d_nchw", (1, 16, 112, 112, 16, 3, 3, 1, 1)),
+    "conv_128_28_1x1": ("conv2d_nchw", (1, 128, 28, 28, 64, 1, 1, 1, 0)),
+    "conv_96_14_3x3": ("conv2d_nchw", (1, 96, 14, 14, 192, 3, 3, 1, 1)),
+    "conv_nhwc_56_3x3": ("conv2d_nhwc", (1, 56, 56, 32, 32, 3, 3, 1, 1)),
+    "fused_conv_64_28_3x3": ("fused_conv2d", (1, 64, 28, 28, 64, 3, 3, 1, 1, 1, "bias,relu")),
+    "depthwise_64_56": ("depthwise_conv2d_nchw", (1, 64, 56, 56, 3, 3, 1, 1)),
+    "max_pool_64_56": ("max_pool2d", (1, 64, 56, 56, 3, 2, 1)),
+    "layer_norm_256x768": ("layer_norm", (256, 768)),
 }
 
 
@@ -56,7 +69,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "dataset")
     parser.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="these workloads only")
     parser.add_argument("--first", type=int, default=len(WORKLOADS),
-                        help="the first N workloads of the table only (12: the first dozen)")
+                        help="the first N workloads of the table only (12: the first dozen, 24: two)")
     parser.add_argument("--seed", type=int, default=0)
     opts = parser.parse_args()
     opts.out.mkdir(parents=True, exist_ok=True)
