@@ -174,5 +174,10 @@ def test_the_board_session_ends_with_its_worker(lab: BoardLab) -> None:
     assert len(list(workdir.glob("run-*"))) == 1  # the worker's run directory on the board
     worker = next(p for p in lab.dask.workers if "b1" in p.args)
     worker.terminate()  # SIGTERM: the worker leaves the cluster and closes its session
-    assert worker.wait(30) == 130
+    said = lab.dask.folder / "worker-b1.log"
+    try:  # Dask's close waits up to 30 s for busy threads, the session's close up to 15 + 10 s
+        status = worker.wait(90)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the board worker ran on 90 s after SIGTERM; its log ends:\n{said.read_text()[-3000:]}")
+    assert status == 130 and "board board1: session closed in" in said.read_text()
     assert list(workdir.glob("run-*")) == []

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,4 +85,8 @@ def run_board_worker(
         the_plan = WorkerPlan(board_resources(board, info), 1, {})
         run_worker(scheduler, the_plan, host, name or board.name, security)
     finally:
+        started = time.monotonic()
         close_board()
+        took = time.monotonic() - started
+        said = f"autosched worker: board {board.name}: session closed in {took:.1f} s"
+        print(said, file=sys.stderr, flush=True)
