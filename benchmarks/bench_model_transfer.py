@@ -1,7 +1,7 @@
 """Why the cost model ranks unseen workloads poorly: variants and diagnostics, leave one workload out.
 
 python benchmarks/bench_model_transfer.py --log DATASET/*.jsonl [--seeds 3] [--skip-variants]
-python benchmarks/bench_model_transfer.py --within tests/data/replay_matmul128.jsonl.gz
+python benchmarks/bench_model_transfer.py --within tests/data/replay_matmul128.jsonl.gz [--gcc-report znver3]
 
 Each log holds one workload's measured programs (``make_dataset.py``). Every figure ranks a
 workload's programs with an ``xgb`` model fitted on the *other* logs only (pairwise accuracy,
@@ -21,7 +21,8 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
    the labels themselves).
 3. ``--within LOG``: data or features? One workload's own programs only (the replay log's 3,000):
    a learning curve from 32 training programs to all but the held-out 500, and at the largest
-   size bigger trees and other learners on the same features, next to the label-noise ceiling.
+   size bigger trees and other learners on the same features, next to the label-noise ceiling;
+   ``--gcc-report MARCH`` (``gcc_vec_report.py``) adds what gcc's vectorizer did with each program.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 from bench_model import _log_data
 from common import print_table, write_results
+from gcc_vec_report import REPORT_COLUMNS, vectorizer_reports
 
 from autosched.model import (
     extract_features,
@@ -50,6 +52,7 @@ from autosched.model.base import require
 from autosched.model.features import feature_names
 from autosched.model.xgb_model import XGBModel
 from autosched.records.best import is_remeasurement
+from autosched.runner.measure import MeasureInput
 from autosched.search.replay import read_log
 
 NAMES = feature_names()
@@ -251,8 +254,9 @@ def load(logs: list[str]) -> list[Workload]:
     return out
 
 
-def within(log: str, seeds: int, held_out: int = 500) -> dict[str, Any]:
-    """Accuracy on ``held_out`` programs of one log by models fitted on its other programs."""
+def within(log: str, seeds: int, march: str | None = None, held_out: int = 500) -> dict[str, Any]:
+    """Accuracy on ``held_out`` programs of one log by models fitted on its other programs; with
+    ``march``, also with gcc's vectorizer report for ``-march=MARCH`` appended to every row."""
     records = [r for r in read_log(log) if not is_remeasurement(r)]
     progs, _ = from_records(records)
     costs = np.array([min(r.costs) if r.ok else np.inf for r in records])
@@ -260,13 +264,13 @@ def within(log: str, seeds: int, held_out: int = 500) -> dict[str, Any]:
     feats = [np.asarray(f) for f in extract_features(progs)]
     perm = np.random.default_rng(0).permutation(len(progs))
     test, pool = perm[:held_out], perm[held_out:]
-    tx, tpid = pack_features([feats[i] for i in test])
 
-    def accuracy(n: int, seed: int, **params: Any) -> float:
+    def accuracy(n: int, seed: int, rows: list[np.ndarray] = feats, **params: Any) -> float:
         train = np.random.default_rng(seed).choice(pool, n, replace=False)
-        x, pid = pack_features([feats[i] for i in train])
+        x, pid = pack_features([rows[i] for i in train])
         labels = throughput(costs[train])
         model = XGBModel(seed=seed, **params).fit_rows(x, pid, labels, np.zeros(n, dtype=int))
+        tx, tpid = pack_features([rows[i] for i in test])
         return pairwise_accuracy(model.predict_rows(tx, tpid, len(test)), costs[test])
 
     sizes = sorted({n for n in (32, 64, 128, 256, 512, 1024, 2048) if n < len(pool)} | {len(pool)})
@@ -277,19 +281,42 @@ def within(log: str, seeds: int, held_out: int = 500) -> dict[str, Any]:
         noise = pairwise_accuracy(-median[test], costs[test])
     print(f"{len(pool)} programs, 300 rounds of depth-8 trees at eta 0.1: {bigger:.3f}")
     print(f"median of the repeats ordering the held-out pairs as the minimum does: {noise:.3f}")
-    return {"log": log, "curve": curve, "bigger_trees": bigger, "median_vs_min": noise}
+    result = {"log": log, "curve": curve, "bigger_trees": bigger, "median_vs_min": noise}
+    if march is not None:
+        result["gcc_report"] = with_gcc_report(progs, feats, march, accuracy, (256, len(pool)), seeds)
+    return result
+
+
+def with_gcc_report(
+    progs: list[MeasureInput], feats: list[np.ndarray], march: str, accuracy: Callable[..., float],
+    sizes: tuple[int, ...], seeds: int,
+) -> dict[str, Any]:
+    """Accuracy at ``sizes`` without and with gcc's vectorizer report (``-march=MARCH``) appended to
+    every store's row: does knowing what the compiler vectorized lift the model?"""
+    report = vectorizer_reports(progs, march)
+    print(f"programs with an outer loop vectorized: {np.mean(report[:, 3] > 0):.3f}, "
+          f"with any loop vectorized: {np.mean(report[:, 0] + report[:, 1] > 0):.3f}")
+    width = report.shape[1]
+    more = [np.hstack([f, np.broadcast_to(report[i], (len(f), width))]) for i, f in enumerate(feats)]
+    rows = [[n, f"{np.mean([accuracy(n, s) for s in range(seeds)]):.3f}",
+             f"{np.mean([accuracy(n, s, more) for s in range(seeds)]):.3f}"] for n in sizes]
+    print_table(["training programs", "loop features", f"+ gcc's vectorizer report (-march={march})"], rows)
+    return {"march": march, "columns": list(REPORT_COLUMNS), "accuracy": rows,
+            "outer_loop_share": float(np.mean(report[:, 3] > 0))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", nargs="+")
     ap.add_argument("--within", metavar="LOG", help="one workload's log: data or features? (3. above)")
+    ap.add_argument("--gcc-report", metavar="MARCH",
+                    help="with --within: also with gcc's vectorizer report for -march=MARCH (the log's CPU)")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--skip-variants", action="store_true", help="the default model only")
     args = ap.parse_args()
     make_model("xgb")  # says what to install if xgboost is missing
     if args.within:
-        print(f"results: {write_results('model_within', within(args.within, args.seeds))}")
+        print(f"results: {write_results('model_within', within(args.within, args.seeds, args.gcc_report))}")
         return
     if not args.log:
         ap.error("--log or --within is required")
