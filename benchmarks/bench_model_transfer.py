@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from bench_model import _log_data
 from common import print_table, write_results
-from gcc_vec_report import REPORT_COLUMNS, vectorizer_reports
+from gcc_vec_report import REPORT_COLUMNS, check_march, vectorizer_reports
 
 from autosched.model import (
     extract_features,
@@ -315,6 +315,13 @@ def main() -> None:
     ap.add_argument("--skip-variants", action="store_true", help="the default model only")
     args = ap.parse_args()
     make_model("xgb")  # says what to install if xgboost is missing
+    if args.gcc_report is not None:
+        if not args.within:
+            ap.error("--gcc-report goes with --within")
+        try:
+            check_march(args.gcc_report)
+        except ValueError as e:
+            ap.error(str(e))
     if args.within:
         print(f"results: {write_results('model_within', within(args.within, args.seeds, args.gcc_report))}")
         return

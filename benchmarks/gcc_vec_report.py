@@ -58,10 +58,16 @@ def vectorizer_report(program: MeasureInput, march: str, path: Path) -> np.ndarr
     return counts
 
 
-def vectorizer_reports(programs: list[MeasureInput], march: str, jobs: int = 2) -> np.ndarray:
-    """:func:`vectorizer_report` of every program (``jobs`` compiles at once): programs x columns."""
+def check_march(march: str) -> str:
+    """``march`` if it looks like a gcc ``-march`` value (letters, digits, ``_.+-``), else ValueError."""
     if not _MARCH.fullmatch(march):
         raise ValueError(f"not a gcc -march value: {march!r}")
+    return march
+
+
+def vectorizer_reports(programs: list[MeasureInput], march: str, jobs: int = 2) -> np.ndarray:
+    """:func:`vectorizer_report` of every program (``jobs`` compiles at once): programs x columns."""
+    check_march(march)
     if shutil.which("gcc") is None:
         raise SystemExit("the vectorizer report needs gcc: apt-get install gcc")
     with tempfile.TemporaryDirectory(prefix="vecreport-") as folder, ThreadPoolExecutor(jobs) as pool:
