@@ -15,10 +15,10 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
    context columns; columns relative to the task's median row), and XGBoost's own
    ``rank:pairwise`` / ``rank:ndcg`` with ``qid`` per task on per-program feature sums. The
    default's per-workload figures are printed too.
-2. Diagnostics: accuracy by the cost ratio of a pair; a learning curve over the number of training
-   workloads; the same model when half of every workload's programs are in training (seen
-   workloads); how often the median of the repeats orders pairs as the minimum does (the noise in
-   the labels themselves).
+2. Diagnostics: accuracy by the cost ratio of a pair; learning curves over the number of training
+   workloads and over the number of programs kept of each; the same model when half of every
+   workload's programs are in training (seen workloads); how often the median of the repeats
+   orders pairs as the minimum does (the noise in the labels themselves).
 3. ``--within LOG``: data or features? One workload's own programs only (the replay log's 3,000):
    a learning curve from 32 training programs to all but the held-out 500, and at the largest
    size bigger trees and other learners on the same features, next to the label-noise ceiling;
@@ -226,6 +226,24 @@ def learning_curve(data: list[Workload]) -> list[list[object]]:
     return rows
 
 
+def programs_curve(data: list[Workload], seeds: int) -> list[list[object]]:
+    """Mean held-out accuracy when every training workload keeps only k random programs: would
+    more programs per workload help?"""
+    rows = []
+    for k in [*(k for k in (8, 16, 32) if k < min(len(w.costs) for w in data)), 0]:  # 0: all
+        accs = []
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            keep = [rng.permutation(len(w.costs))[:k] if k else np.arange(len(w.costs)) for w in data]
+            cut = [Workload(w.name, [w.feats[i] for i in idx], w.costs[idx], w.median[idx], w.flops)
+                   for w, idx in zip(data, keep, strict=True)]
+            for w in data:
+                train = [c for c in cut if c.name != w.name]
+                accs.append(pairwise_accuracy(fit_score(train, w, None, throughput, seed, {}), w.costs))
+        rows.append([k or "all", f"{np.mean(accs):.3f}"])
+    return rows
+
+
 def seen_halves(data: list[Workload], seeds: int) -> float:
     """Mean accuracy on half of each workload's programs, the other halves of all in training."""
     accs = []
@@ -345,12 +363,15 @@ def main() -> None:
     print_table(["cost ratio of the pair", "pairs", "accuracy"], gap)
     curve = learning_curve(data)
     print_table(["training workloads", "pairwise mean"], curve)
+    per_workload = programs_curve(data, args.seeds)
+    print_table(["programs per training workload", "pairwise mean"], per_workload)
     seen = seen_halves(data, args.seeds)
     with np.errstate(invalid="ignore"):  # failed programs: -inf scores
         noise = float(np.mean([pairwise_accuracy(-w.median, w.costs) for w in data]))
     print(f"seen workloads (half of each in training): {seen:.3f}")
     print(f"median of the repeats ordering pairs as the minimum does: {noise:.3f}")
-    record.update(by_gap=gap, learning_curve=curve, seen_halves=seen, median_vs_min=noise)
+    record.update(by_gap=gap, learning_curve=curve, programs_curve=per_workload, seen_halves=seen,
+                  median_vs_min=noise)
     print(f"results: {write_results('model_transfer', record)}")
 
 
