@@ -17,7 +17,8 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
    default's per-workload figures are printed too.
 2. Diagnostics: accuracy by the cost ratio of a pair; learning curves over the number of training
    workloads and over the number of programs kept of each; the same model when half of every
-   workload's programs are in training (seen workloads); how often the median of the repeats
+   workload's programs are in training (seen workloads); a tuning run's first 8-32 programs with
+   and without the other workloads' records (transfer); how often the median of the repeats
    orders pairs as the minimum does (the noise in the labels themselves).
 3. ``--within LOG``: data or features? One workload's own programs only (the replay log's 3,000):
    a learning curve from 32 training programs to all but the held-out 500, and at the largest
@@ -244,6 +245,32 @@ def programs_curve(data: list[Workload], seeds: int) -> list[list[object]]:
     return rows
 
 
+def first_programs(data: list[Workload], seeds: int) -> list[list[object]]:
+    """A tuning run's view: each workload's first k programs (random ones) as its own records, and
+    accuracy on its programs after the 32nd, by a model fitted on those k alone and on those k with
+    every other workload's programs (transfer logs)."""
+    accs: dict[tuple[int, bool], list[float]] = {}
+    for seed in range(seeds):
+        for i, w in enumerate(data):
+            order = np.random.default_rng(100 * seed + i).permutation(len(w.costs))
+            test = order[32:]
+            tx, tpid = pack_features([w.feats[j] for j in test])
+            for k in (8, 16, 32):
+                own = Workload(w.name, [w.feats[j] for j in order[:k]], w.costs[order[:k]],
+                               w.median[order[:k]], w.flops)
+                if np.ptp(throughput(own.costs)) == 0:
+                    continue  # nothing to learn from
+                for transfer in (False, True):
+                    train = [o for o in data if o is not w] + [own] if transfer else [own]
+                    x, pid = pack_features([f for t in train for f in t.feats])
+                    y = np.concatenate([throughput(t.costs) for t in train])
+                    groups = np.repeat(np.arange(len(train)), [len(t.costs) for t in train])
+                    model = XGBModel(seed=seed).fit_rows(x, pid, y, groups)
+                    score = model.predict_rows(tx, tpid, len(test))
+                    accs.setdefault((k, transfer), []).append(pairwise_accuracy(score, w.costs[test]))
+    return [[k, f"{np.mean(accs[k, False]):.3f}", f"{np.mean(accs[k, True]):.3f}"] for k in (8, 16, 32)]
+
+
 def seen_halves(data: list[Workload], seeds: int) -> float:
     """Mean accuracy on half of each workload's programs, the other halves of all in training."""
     accs = []
@@ -365,13 +392,15 @@ def main() -> None:
     print_table(["training workloads", "pairwise mean"], curve)
     per_workload = programs_curve(data, args.seeds)
     print_table(["programs per training workload", "pairwise mean"], per_workload)
+    first = first_programs(data, args.seeds)
+    print_table(["the workload's own programs", "own only", "own + the other workloads'"], first)
     seen = seen_halves(data, args.seeds)
     with np.errstate(invalid="ignore"):  # failed programs: -inf scores
         noise = float(np.mean([pairwise_accuracy(-w.median, w.costs) for w in data]))
     print(f"seen workloads (half of each in training): {seen:.3f}")
     print(f"median of the repeats ordering pairs as the minimum does: {noise:.3f}")
-    record.update(by_gap=gap, learning_curve=curve, programs_curve=per_workload, seen_halves=seen,
-                  median_vs_min=noise)
+    record.update(by_gap=gap, learning_curve=curve, programs_curve=per_workload, first_programs=first,
+                  seen_halves=seen, median_vs_min=noise)
     print(f"results: {write_results('model_transfer', record)}")
 
 
