@@ -19,10 +19,11 @@ recall@5; labels are the minimum of each record's repeats), averaged over ``--se
    workloads and over the number of programs kept of each; the same model when half of every
    workload's programs are in training (seen workloads); a tuning run's first 8-32 programs with
    and without the other workloads' records (transfer); how often the median of the repeats
-   orders pairs as the minimum does (the noise in the labels themselves).
+   orders pairs as the minimum does (back-to-back repeats: a lower bound on the labels' noise).
 3. ``--within LOG``: data or features? One workload's own programs only (the replay log's 3,000):
    a learning curve from 32 training programs to all but the held-out 500, and at the largest
-   size bigger trees and other learners on the same features, next to the label-noise ceiling;
+   size bigger trees, next to how often the median of the repeats orders pairs as their minimum
+   does (repeats taken back to back: not a retest, which ``remeasure.py`` makes);
    ``--gcc-report MARCH`` (``gcc_vec_report.py``) adds what gcc's vectorizer did with each program.
 """
 
@@ -227,6 +228,11 @@ def learning_curve(data: list[Workload]) -> list[list[object]]:
     return rows
 
 
+def subset(w: Workload, idx: np.ndarray) -> Workload:
+    """The workload with only its programs ``idx``."""
+    return Workload(w.name, [w.feats[i] for i in idx], w.costs[idx], w.median[idx], w.flops)
+
+
 def programs_curve(data: list[Workload], seeds: int) -> list[list[object]]:
     """Mean held-out accuracy when every training workload keeps only k random programs: would
     more programs per workload help?"""
@@ -235,9 +241,7 @@ def programs_curve(data: list[Workload], seeds: int) -> list[list[object]]:
         accs = []
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
-            keep = [rng.permutation(len(w.costs))[:k] if k else np.arange(len(w.costs)) for w in data]
-            cut = [Workload(w.name, [w.feats[i] for i in idx], w.costs[idx], w.median[idx], w.flops)
-                   for w, idx in zip(data, keep, strict=True)]
+            cut = [subset(w, rng.permutation(len(w.costs))[:k]) if k else w for w in data]
             for w in data:
                 train = [c for c in cut if c.name != w.name]
                 accs.append(pairwise_accuracy(fit_score(train, w, None, throughput, seed, {}), w.costs))
@@ -253,21 +257,15 @@ def first_programs(data: list[Workload], seeds: int) -> list[list[object]]:
     for seed in range(seeds):
         for i, w in enumerate(data):
             order = np.random.default_rng(100 * seed + i).permutation(len(w.costs))
-            test = order[32:]
-            tx, tpid = pack_features([w.feats[j] for j in test])
+            test = subset(w, order[32:])
             for k in (8, 16, 32):
-                own = Workload(w.name, [w.feats[j] for j in order[:k]], w.costs[order[:k]],
-                               w.median[order[:k]], w.flops)
+                own = subset(w, order[:k])
                 if np.ptp(throughput(own.costs)) == 0:
                     continue  # nothing to learn from
                 for transfer in (False, True):
                     train = [o for o in data if o is not w] + [own] if transfer else [own]
-                    x, pid = pack_features([f for t in train for f in t.feats])
-                    y = np.concatenate([throughput(t.costs) for t in train])
-                    groups = np.repeat(np.arange(len(train)), [len(t.costs) for t in train])
-                    model = XGBModel(seed=seed).fit_rows(x, pid, y, groups)
-                    score = model.predict_rows(tx, tpid, len(test))
-                    accs.setdefault((k, transfer), []).append(pairwise_accuracy(score, w.costs[test]))
+                    score = fit_score(train, test, None, throughput, seed, {})
+                    accs.setdefault((k, transfer), []).append(pairwise_accuracy(score, test.costs))
     return [[k, f"{np.mean(accs[k, False]):.3f}", f"{np.mean(accs[k, True]):.3f}"] for k in (8, 16, 32)]
 
 
@@ -276,8 +274,7 @@ def seen_halves(data: list[Workload], seeds: int) -> float:
     accs = []
     for seed in range(seeds):
         halves = [np.random.default_rng(seed).permutation(len(w.costs)) for w in data]
-        train = [Workload(w.name, [w.feats[i] for i in h[: len(h) // 2]], w.costs[h[: len(h) // 2]],
-                          w.median, w.flops) for w, h in zip(data, halves, strict=True)]
+        train = [subset(w, h[: len(h) // 2]) for w, h in zip(data, halves, strict=True)]
         x, pid = pack_features([f for w in train for f in w.feats])
         y = np.concatenate([throughput(w.costs) for w in train])
         groups = np.repeat(np.arange(len(train)), [len(w.costs) for w in train])
