@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ops import Workload, get_workload
-from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node
+from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node, Shape
 from .layers import shape_text, view3
 from .layout import BLOCK_ATTR, for_target
 
@@ -96,31 +97,71 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
     return get_workload("fused_batch_matmul", (b, m, n, k, epilogue, graph.dtype))
 
 
+#: how a node that is a kernel of its own (no anchor, no elementwise chain) becomes a workload:
+#: ``SINGLE_OPS[op](graph, node, input shape)``; new graph operators register here
+MakeWorkload = Callable[[Graph, Node, Shape], Workload]
+SINGLE_OPS: dict[str, MakeWorkload] = {}
+
+
+def single_op(*ops: str) -> Callable[[MakeWorkload], MakeWorkload]:
+    """Register the function that makes the workload of a node of operator(s) ``ops``."""
+
+    def register(fn: MakeWorkload) -> MakeWorkload:
+        for op in ops:
+            SINGLE_OPS[op] = fn
+        return fn
+
+    return register
+
+
+@single_op("max_pool2d", "avg_pool2d")
+def _pool2d(graph: Graph, node: Node, shape: Shape) -> Workload:
+    window = (node.attr("kernel"), node.attr("stride"), node.attr("pad"))
+    return get_workload(node.op, (*shape, *window, graph.dtype))
+
+
+@single_op("global_avg_pool2d")
+def _global_pool(graph: Graph, node: Node, shape: Shape) -> Workload:
+    return get_workload("global_avg_pool2d", (*shape, graph.dtype))
+
+
+@single_op("softmax")
+def _softmax(graph: Graph, node: Node, shape: Shape) -> Workload:
+    axis = dict(node.attrs).get("axis", len(shape) - 1)
+    if axis == len(shape) - 1:
+        return get_workload("softmax", (math.prod(shape[:-1]), shape[-1], graph.dtype))
+    return get_workload("softmax_axis", (*view3(shape, axis), graph.dtype))
+
+
+@single_op("layer_norm")
+def _layer_norm(graph: Graph, node: Node, shape: Shape) -> Workload:
+    rows, cols = math.prod(shape[: node.attr("axis")]), math.prod(shape[node.attr("axis") :])
+    return get_workload("layer_norm", (rows, cols, node.attr("eps"), graph.dtype))
+
+
+@single_op("transpose")
+def _transpose(graph: Graph, node: Node, shape: Shape) -> Workload:
+    return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm"))), graph.dtype))
+
+
+@single_op("pad")
+def _pad(graph: Graph, node: Node, shape: Shape) -> Workload:
+    pads = ",".join(map(str, node.attr("pads")))
+    return get_workload("pad", (shape_text(shape), pads, node.attr("value"), node.attr("mode"), graph.dtype))
+
+
+@single_op("broadcast")
+def _broadcast(graph: Graph, node: Node, shape: Shape) -> Workload:
+    out = graph.shapes[node.output]
+    ranked = (1,) * (len(out) - len(shape)) + shape
+    return get_workload("broadcast_to", (shape_text(ranked), shape_text(out), graph.dtype))
+
+
 def _single_workload(graph: Graph, node: Node) -> Workload:
-    shape, dtype = graph.shapes[node.inputs[0]], graph.dtype
-    if node.op in ("max_pool2d", "avg_pool2d"):
-        window = (node.attr("kernel"), node.attr("stride"), node.attr("pad"))
-        return get_workload(node.op, (*shape, *window, dtype))
-    if node.op == "global_avg_pool2d":
-        return get_workload("global_avg_pool2d", (*shape, dtype))
-    if node.op == "softmax":
-        axis = dict(node.attrs).get("axis", len(shape) - 1)
-        if axis == len(shape) - 1:
-            return get_workload("softmax", (math.prod(shape[:-1]), shape[-1], dtype))
-        return get_workload("softmax_axis", (*view3(shape, axis), dtype))
-    if node.op == "layer_norm":
-        rows, cols = math.prod(shape[: node.attr("axis")]), math.prod(shape[node.attr("axis") :])
-        return get_workload("layer_norm", (rows, cols, node.attr("eps"), dtype))
-    if node.op == "transpose":
-        return get_workload("transpose", (shape_text(shape), ",".join(map(str, node.attr("perm"))), dtype))
-    if node.op == "pad":
-        pads = ",".join(map(str, node.attr("pads")))
-        return get_workload("pad", (shape_text(shape), pads, node.attr("value"), node.attr("mode"), dtype))
-    if node.op == "broadcast":
-        out = graph.shapes[node.output]
-        ranked = (1,) * (len(out) - len(shape)) + shape
-        return get_workload("broadcast_to", (shape_text(ranked), shape_text(out), dtype))
-    raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
+    make = SINGLE_OPS.get(node.op)
+    if make is None:
+        raise GraphError(f"node {node.name!r}: operator {node.op!r} has no workload")
+    return make(graph, node, graph.shapes[node.inputs[0]])
 
 
 def _elementwise_group(graph: Graph, start: Node, users: dict[str, list[Node]], taken: set[str]) -> Group:
