@@ -32,12 +32,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Start a worker that builds, or that measures on one device or board, until it is stopped."""
     security = security_of(args, "worker")
     if args.board is not None:
-        run_board_worker(args.scheduler, _board(args.board, args.boards), args.host, args.name, security)
+        run_board_worker(args.scheduler, _board(args.board, args.boards), args.listen, args.name, security)
         return 0
     if args.boards is not None:
         raise ValueError("--boards names the file of --board ALIAS: give --board too")
     the_plan = plan(args.device, args.gpu, args.nthreads)
-    run_worker(args.scheduler, the_plan, host=args.host, name=args.name, security=security)
+    run_worker(args.scheduler, the_plan, listen=args.listen, name=args.name, security=security)
     return 0
 
 
@@ -65,7 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--boards", metavar="FILE", help="the boards file (TOML) with --board's entry")
     p.add_argument("--nthreads", type=int, help="builds at once on a build worker (default: one per core)")
-    p.add_argument("--host", help="the address this worker listens on (default: Dask's choice)")
+    p.add_argument(
+        "--listen", "--host", dest="listen", metavar="ADDRESS",
+        help="the address this worker listens on (default: this machine's address that reaches the "
+        "scheduler, 127.0.0.1 for a scheduler on this machine; --host is an alias)",
+    )  # fmt: skip
     p.add_argument("--name", help="the worker's name in the cluster")
     add_tls_options(p)
     p.set_defaults(func=cmd_worker)

@@ -20,8 +20,10 @@ from typing import Any
 from ..database.machine import fingerprint_for
 from ..runner.build_worker import Compiled
 from ..runner.builder import Job, emit_sources, with_libraries
+from ..runner.cache_trust import State, private_folder, verify
 from ..runner.compile import (
     BuildError,
+    CacheUnusable,
     compiler_version,
     default_cache_dir,
     executable_name,
@@ -76,6 +78,10 @@ class DaskBuilder(Closing):
         if self.executable:
             cache, compile_on_worker = cache / "boards", build_executable_on_worker
             jobs = _with_main(results, jobs)
+        try:
+            private_folder(cache)  # libraries are taken from it only if no one else may write it
+        except OSError as e:
+            raise CacheUnusable.at(cache, e.strerror or e) from None
         done: dict[int, Compiled] = {}
         futures: dict[Any, int] = {}
         where, able = build_placement(self.cluster.workers())
@@ -118,7 +124,7 @@ class DaskBuilder(Closing):
                 path = cache / shared_library_name(source, Target.parse(target), code)
         except BuildError:  # no compiler here (a cross target): only the cluster can tell
             return None
-        return path if path.exists() else None
+        return path if verify(path) == State.OK else None  # else built again: see cache_trust
 
 
 def _with_main(results: list[BuildResult], jobs: _Jobs) -> _Jobs:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runner.build_worker import compile_one
+from ..runner.cache_trust import State, private_folder, record, say_changed, sha256_of, verify
 from ..runner.compile import (
     BuildTimeout,
     CompileError,
@@ -72,17 +73,25 @@ class Measurement:
 
 
 def store(folder: Path, name: str, blob: bytes) -> Path:
-    """``folder/name`` holding ``blob``, written atomically unless it is there already."""
+    """``folder/name`` holding ``blob`` with the record of its sha256, written atomically unless it
+    is there already and matches its record (built or stored here by autosched). ``folder`` is a
+    kernel cache folder: made private if missing, refused
+    (:class:`~autosched.runner.cache_trust.CacheUntrusted`) if others may write to it; a file there
+    with no record is replaced, one that changed since it was recorded too, with a warning."""
     if not _NAME.fullmatch(name):
         raise ValueError(f"not an artifact file name: {name!r}")
+    private_folder(folder)
     path = folder / name
-    if path.exists():
+    state = verify(path)
+    if state == State.OK:
         return path
-    folder.mkdir(parents=True, exist_ok=True)
+    if state == State.CHANGED:
+        say_changed(path)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=name + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
+        record(path, sha256_of(blob))
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):

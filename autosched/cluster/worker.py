@@ -7,6 +7,9 @@ ADDRESS --nthreads 1 --resources measure-c=1`` (see the README). A board worker
 (:func:`run_board_worker`) opens its board's SSH session first, declares ``measure-c-ARCH`` and
 ``board-ALIAS`` (:mod:`.board_work`), measures one program at a time, and closes the session when
 it stops; it has no ``dask worker`` equivalent.
+
+A worker listens on one address only (:mod:`.listen`): ``--listen ADDRESS``, else the local address
+that reaches its scheduler (loopback for a scheduler on this machine), never on every interface.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from ..runner.remote import Board
 from .board_work import board_resources, close_board, open_board
 from .connection import BUILD, check_address, import_distributed, measure_resource
+from .listen import listen_address, warn_if_exposed
 
 #: seconds a worker tries to reach its scheduler before it gives up
 CONNECT_TIMEOUT = 60.0
@@ -53,15 +57,19 @@ def plan(device: str | None = None, gpu: int | None = None, nthreads: int | None
 
 
 def run_worker(
-    scheduler: str, the_plan: WorkerPlan, host: str | None = None, name: str | None = None,
+    scheduler: str, the_plan: WorkerPlan, listen: str | None = None, name: str | None = None,
     security: Any = None,
 ) -> None:
     """Run a Dask worker (no nanny: killing this process removes the worker) until the scheduler
     goes away or the process is stopped; a scheduler not reached within ``CONNECT_TIMEOUT``
-    seconds is a ``TimeoutError``. ``security``: TLS settings for a ``tls://`` scheduler (None:
-    Dask's configuration)."""
+    seconds is a ``TimeoutError``. It listens on ``listen``, else on the local address that reaches
+    the scheduler (:func:`~.listen.listen_address`), and warns in one line when that is not a
+    loopback address and the scheduler is not ``tls://``. ``security``: TLS settings for a
+    ``tls://`` scheduler (None: Dask's configuration)."""
     check_address(scheduler)
     distributed = import_distributed()
+    host = listen_address(scheduler, listen)
+    warn_if_exposed(scheduler, host)
     os.environ.update(the_plan.env)
 
     async def serve() -> None:
@@ -75,15 +83,17 @@ def run_worker(
 
 
 def run_board_worker(
-    scheduler: str, board: Board, host: str | None = None, name: str | None = None, security: Any = None
+    scheduler: str, board: Board, listen: str | None = None, name: str | None = None, security: Any = None
 ) -> None:
-    """Run a worker that measures on ``board`` (see :func:`run_worker`): its session is opened
-    before the worker joins (an unreachable board is ``BoardUnreachable``) and closed when it stops."""
+    """Run a worker that measures on ``board`` (see :func:`run_worker`, also for ``listen``): its
+    session is opened before the worker joins (an unreachable board is ``BoardUnreachable``) and
+    closed when it stops."""
     check_address(scheduler)
+    where = listen_address(scheduler, listen)  # a bad address fails before the board's session opens
     info = open_board(board)
     try:
         the_plan = WorkerPlan(board_resources(board, info), 1, {})
-        run_worker(scheduler, the_plan, host, name or board.name, security)
+        run_worker(scheduler, the_plan, where, name or board.name, security)
     finally:
         started = time.monotonic()
         close_board()

@@ -9,6 +9,11 @@
 Logs are ordinary tuning logs (:mod:`autosched.records`): appends are whole lines under a file
 lock, so processes and threads share a database safely. A record is looked up only in the log of
 its machine and target, so records measured on another CPU are never applied to this one.
+
+Nothing acts through a symbolic link inside the database (the database's own path may be one): a
+machine folder, log or file that is a link is skipped when reading, listing and collecting garbage
+(with one warning line), and writing into one is refused, so gc never deletes or rewrites a file
+outside the database.
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ class Database:
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
+        self._warned = False  # a link skipped: said once
 
     def __repr__(self) -> str:
         return f"Database({str(self.path)!r})"
@@ -126,17 +132,65 @@ class Database:
 
     def log_for(self, task_or_target: Task | str | Target, *, create: bool = False) -> Path:
         """The log of a task's (or target's) records on its machine. With ``create``, the machine's
-        directory and ``machine.json`` are made (safely, if other processes do the same)."""
+        directory and ``machine.json`` are made (safely, if other processes do the same), and a
+        symbolic link on the way to the log is a one-line ``ValueError`` (nothing is written
+        through one)."""
         target = _target_of(task_or_target)
         folder = self.path / fingerprint_for(target)
+        log = folder / f"{target_slug(target)}{LOG_SUFFIX}"
         if create:
+            self._writable(log)
             self._make_machine_dir(folder, target)
-        return folder / f"{target_slug(target)}{LOG_SUFFIX}"
+        return log
+
+    # -- links ------------------------------------------------------------------------------
+
+    def inside(self, path: Path) -> bool:
+        """Whether ``path`` lies in the database with no symbolic link between the database's
+        directory and it (itself included), so that acting on it acts inside the database."""
+        try:
+            parts = path.relative_to(self.path).parts
+        except ValueError:
+            return False
+        here = self.path
+        for part in parts:
+            here = here / part
+            if part in ("", ".", "..") or here.is_symlink():
+                return False
+        return path.resolve().is_relative_to(self.path.resolve())
+
+    def _skip(self, path: Path) -> None:
+        """Say (once per Database) that ``path``, a link, is left alone."""
+        if not self._warned:
+            self._warned = True
+            warn(f"tuning database {self.path}: skipped {path}, a symbolic link (nothing in the database "
+                 "is read, listed, collected or written through a link; replace it with the real folder "
+                 "or file)", stacklevel=3)
+
+    def _usable(self, path: Path) -> bool:
+        """Whether ``path`` may be acted on (:meth:`inside`); a link found on the way is reported."""
+        if self.inside(path):
+            return True
+        if path.is_relative_to(self.path):
+            self._skip(path)
+        return False
+
+    def _writable(self, path: Path) -> None:
+        """Refuse, in one line, to write ``path`` if a link stands on its way (missing parts are fine:
+        they are made as folders)."""
+        here = self.path
+        for part in path.relative_to(self.path).parts:
+            here = here / part
+            if here.is_symlink() or part in ("", ".", ".."):
+                raise ValueError(f"tuning database {self.path}: {here} is a symbolic link (or leaves the "
+                                 "database): autosched writes nothing through it; replace it with a real "
+                                 "folder or file")
 
     def _make_machine_dir(self, folder: Path, target: Target) -> None:
         info = folder / MACHINE_FILE
-        if info.is_file():
+        if info.is_file() and not info.is_symlink():
             return
+        self._writable(info)
         folder.mkdir(parents=True, exist_ok=True)
         description = describe(target)
         data = {"fingerprint": fingerprint(description), **description, "created": time.time()}
@@ -147,9 +201,10 @@ class Database:
         found: dict[str, dict[str, Any]] = {}
         if not self.path.is_dir():
             return found
-        for folder in sorted(p for p in self.path.iterdir() if p.is_dir()):
+        for folder in sorted(p for p in self.path.iterdir() if self._usable(p) and p.is_dir()):
+            info = folder / MACHINE_FILE
             try:
-                data = json.loads((folder / MACHINE_FILE).read_text())
+                data = json.loads(info.read_text()) if self._usable(info) else {}
             except (OSError, ValueError):
                 data = {}
             found[folder.name] = data if isinstance(data, dict) else {}
@@ -158,8 +213,9 @@ class Database:
     def logs(self, fingerprint: str | None = None) -> list[Path]:
         """The logs of the database (of one machine's directory when ``fingerprint`` is given)."""
         folders = [self.path / fingerprint] if fingerprint else [self.path / f for f in self.machines()]
-        found = (p for d in folders if d.is_dir() for p in d.glob(f"*{LOG_SUFFIX}") if p.is_file())
-        return sorted(p for p in found if not p.name.endswith(SIDECAR_SUFFIX))
+        found = (p for d in folders if d.is_dir() and self._usable(d) for p in d.glob(f"*{LOG_SUFFIX}"))
+        logs = (p for p in found if not p.name.endswith(SIDECAR_SUFFIX))
+        return sorted(p for p in logs if self._usable(p) and p.is_file())
 
     # -- lookups ----------------------------------------------------------------------------
 
@@ -169,6 +225,8 @@ class Database:
         A log that is not a tuning log is skipped with a warning.
         """
         path = self.log_for(task)
+        if os.path.lexists(path) and not self._usable(path):
+            return None
         try:
             return records.best_record(path, task)
         except (FileNotFoundError, records.NoRecordError):
@@ -197,11 +255,14 @@ class Database:
         """Distill every log to its best record per (workload, target) (:func:`records.distill`),
         remove logs that hold no valid record (empty, garbage, or only failed trials) and stale
         temporary files. Safe while other processes append: they wait, then append to the new
-        file. ``dry_run`` changes nothing and reports what would be done."""
+        file. ``dry_run`` changes nothing and reports what would be done. Links are skipped: gc
+        acts on nothing outside the database."""
         report = GcReport(dry_run)
         for folder in (self.path / f for f in self.machines()):
             now = time.time()
             for tmp in sorted(folder.glob(".*.tmp")):
+                if not self._usable(tmp):
+                    continue
                 with contextlib.suppress(OSError):
                     st = tmp.stat()
                     if now - st.st_mtime > STALE_TMP_SECONDS:
@@ -209,6 +270,8 @@ class Database:
                             tmp.unlink()
                         report.actions.append(GcAction(tmp, "removed", "stale temporary file", st.st_size, 0))
         for path in self.logs():
+            if not self._usable(path):  # checked again just before acting on it
+                continue
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another gc
                 report.actions.append(_gc_log(path, dry_run))
         return report

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..target import Target
 from ..te.ccode import NO_CODE, CCode
+from .cache_trust import CacheUntrusted
 from .compile import (
     BuildTimeout,
     CacheUnusable,
@@ -45,7 +46,7 @@ class Compiled:
     error_no: MeasureErrorNo
     error_msg: str
     seconds: float
-    infrastructure: str = ""  # the machine failed, not the program: CompilerNotFound or CacheUnusable
+    infrastructure: str = ""  # the machine failed, not the program: CompilerNotFound, CacheUnusable, ...
 
 
 @cache
@@ -64,7 +65,7 @@ def compile_one(source: str, target: str, timeout: float, cache_dir: str, code: 
 
     try:
         lib = compile_shared(source, _target(target), timeout=timeout, cache_dir=Path(cache_dir), code=code)
-    except (CompilerNotFound, CacheUnusable) as e:
+    except (CompilerNotFound, CacheUnusable, CacheUntrusted) as e:
         return failed(MeasureErrorNo.UNKNOWN_ERROR, e, infrastructure=type(e).__name__)
     except CompileError as e:
         return failed(MeasureErrorNo.COMPILE_ERROR, e)

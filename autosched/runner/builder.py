@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..te.ccode import CCode
 from .build_worker import Compiled
+from .cache_trust import CacheUntrusted
 from .compile import CacheUnusable, CompilerNotFound, default_cache_dir
 from .errors import InfrastructureError
 from .measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
@@ -25,6 +26,7 @@ from .process import WorkerError, WorkerProcess
 _INFRASTRUCTURE: dict[str, type[InfrastructureError]] = {
     "CompilerNotFound": CompilerNotFound,
     "CacheUnusable": CacheUnusable,
+    "CacheUntrusted": CacheUntrusted,
 }
 
 #: seconds a whole batch may wait for the worker beyond its compile timeouts

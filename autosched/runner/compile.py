@@ -3,7 +3,9 @@
 A library's cache key is the sha256 of the source, the compiler command (compiler and flags) and
 the compiler's ``--version`` output, so a changed flag or an upgraded compiler never reuses a stale
 build. Builds write to a temporary name and ``os.replace`` it into place, so processes sharing a
-cache directory never see half-written files. Failures raise :class:`BuildError` subclasses.
+cache directory never see half-written files. A library in the cache is used only if the cache
+folder is private and the library matches the sha256 recorded when it was built
+(:mod:`.cache_trust`); else it is built again. Failures raise :class:`BuildError` subclasses.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from ..target import Target
 from ..te.ccode import NO_CODE, CCode
+from .cache_trust import State, private_folder, record, say_changed, sha256_of, verify
 from .errors import InfrastructureError
 from .linking import extern_flags, extern_link, missing_function
 
@@ -281,12 +284,18 @@ def _cached_build(
     cc = target.cc
     assert cc is not None
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    try:
+        private_folder(cache)
+    except OSError as e:
+        raise CacheUnusable.at(cache, e.strerror or e) from None
     lib = cache / f"{key}{suffix}"
-    if lib.exists():
+    state = verify(lib)
+    if state == State.OK:
         return lib
+    if state == State.CHANGED:
+        say_changed(lib)
     src = cache / f"{key}.c"
     try:
-        cache.mkdir(parents=True, exist_ok=True)
         _write_atomic(src, source)
         fd, tmp = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=f"{suffix}.tmp")
     except OSError as e:
@@ -294,7 +303,11 @@ def _cached_build(
     os.close(fd)
     try:
         _run([cc, *flags, "-o", tmp, str(src), *libs], timeout)
-        os.replace(tmp, lib)
+        try:
+            record(lib, sha256_of(Path(tmp).read_bytes()))  # the record first: no library without one
+            os.replace(tmp, lib)
+        except OSError as e:
+            raise CacheUnusable.at(cache, e.strerror or e) from None
     except CompileError as e:
         symbol = missing_function(e.stderr, code)
         if symbol is None:

@@ -10,6 +10,7 @@ import cffi
 
 from ..dtypes import dtype as dtype_info
 from ..hardware import host_arch
+from .cache_trust import CacheUntrusted, State, check_folder, is_cache_entry, verify
 from .kernel import ArgSpec, Kernel, ScalarArg
 
 
@@ -54,7 +55,9 @@ def load_kernel(
     (and ``func_name__bench`` where the library has it: emitted libraries do).
 
     Raises :class:`LoadError` if the library is missing, was built for another machine (a
-    cross-compiled kernel runs only on its board) or lacks either function. ``sizes`` names the
+    cross-compiled kernel runs only on its board) or lacks either function, or if it is a kernel
+    cache entry (named by its content key) that is not the one autosched recorded, or lies in a
+    cache folder others may write (:mod:`.cache_trust`). ``sizes`` names the
     kernel's ``int`` size parameters after the arrays (a kernel over symbolic shapes); ``scalars``
     are its scalar arguments (those not ``is_size`` are C parameters after the sizes).
     """
@@ -75,6 +78,7 @@ def load_kernel(
     key = (str(path.resolve()), func_name, len(args), len(sizes), ctypes)
     loaded = _LOADED.get(key)
     if loaded is None:
+        _check_cached(path)  # loading runs the library's constructors
         ffi = cffi.FFI()
         ffi.cdef(
             f"int {func_name}({pointers.removesuffix(', ') or 'void'});\n"
@@ -92,3 +96,18 @@ def load_kernel(
         return Kernel(ffi, lib, func_name, args, sizes, scalars)
     except AttributeError as e:
         raise LoadError(f"{path} lacks a symbol the kernel needs: {e}") from None
+
+
+def _check_cached(path: Path) -> None:
+    """Refuse a kernel cache entry that is not the library autosched built (see
+    :mod:`.cache_trust`); a library outside the cache's naming is the caller's own."""
+    if not is_cache_entry(path):
+        return
+    try:
+        check_folder(path.parent)
+    except CacheUntrusted as e:
+        raise LoadError(str(e)) from None
+    state = verify(path)
+    if state != State.OK:
+        why = "no record of its content" if state == State.UNRECORDED else "its content changed since"
+        raise LoadError(f"{path} is not a library autosched built ({why}): not loaded; build it again")
