@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .cache_trust import private_folder
 from .compile import CompileError, default_cache_dir
 from .gpu_program import GpuCallable, GpuProgram
 from .kernel import ArgSpec
@@ -81,7 +82,7 @@ def nvrtc_compile(source: str, arch: str, cache_dir: Path | None = None, cubin: 
         _ok(nvrtc, get(prog, ptx))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)  # made 0700 like the kernel cache it sits in
     tmp = path.with_suffix(f".{id(ptx)}.tmp")
     tmp.write_bytes(ptx)
     tmp.replace(path)

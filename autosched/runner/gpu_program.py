@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import numpy_dtype
+from .cache_trust import private_folder
 from .kernel import ArgSpec, CheckedArgs
 
 Dims = tuple[int, int, int]
@@ -71,7 +72,7 @@ class GpuProgram:
         text = self.to_json()
         path = cache_dir / "gpu" / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)  # made 0700 like the kernel cache it sits in
             fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
             with os.fdopen(fd, "w") as f:
                 f.write(text)
