@@ -76,6 +76,9 @@ def split_args(sched: Schedule, args: Sequence[ArgLike]) -> tuple[list[Tensor], 
     var the computation uses and no loop or shape binds is listed.
     """
     items = list(args)
+    for i, a in enumerate(items):
+        if not isinstance(a, Var):
+            _check_owned(sched, i, as_tensors(a))
     tensors = as_tensors([a for a in items if not isinstance(a, Var)])
     sizes, used = shape_vars(tensors), dag_free_vars(list(sched.source_outputs))
     scalars: list[ScalarArg] = []
@@ -91,6 +94,20 @@ def split_args(sched: Schedule, args: Sequence[ArgLike]) -> tuple[list[Tensor], 
             )
         scalars.append(ScalarArg(v.name, v.dtype, i, v in sizes))
     return tensors, scalars
+
+
+def _check_owned(sched: Schedule, index: int, tensors: Sequence[Tensor]) -> None:
+    """A one-line ValueError for argument ``index`` when it is no tensor of ``sched`` (a tensor
+    made elsewhere that only shares a name with one of the schedule's would otherwise be taken for
+    it, and fail later on its shape)."""
+    for t in tensors:
+        if sched.owns(t):
+            continue
+        same = " (another tensor named {0!r})" if t.op.name in sched.stages else ""
+        raise ValueError(
+            f"argument {index} {t.name!r} is not a tensor of this schedule{same.format(t.name)}: pass the "
+            "tensors the schedule was created from (or those its cache_read/cache_write/rfactor returned)"
+        )
 
 
 def _params(scalars: Sequence[ScalarArg]) -> list[Var]:

@@ -123,6 +123,8 @@ class TargetKind:
     name: ClassVar[str]
     options: ClassVar[tuple[str, ...]]
     optional: ClassVar[frozenset[str]] = frozenset()
+    #: arithmetic operations per second that no device of this kind reaches (see :func:`peak_ops`)
+    peak_ops: ClassVar[float] = 1e16
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
         """All fields of a target of this kind: ``given`` plus defaults for the rest."""
@@ -162,6 +164,14 @@ def target_kinds() -> list[str]:
 def kind_options(name: str) -> tuple[str, ...]:
     """The options (``cc``, ``num-threads``, ...) that targets of kind ``name`` accept."""
     return _kind(name).options
+
+
+def peak_ops(name: str) -> float:
+    """Arithmetic operations per second (as :mod:`autosched.flops` counts them) that no device of
+    target kind ``name`` reaches: a measurement faster than that is not a real one. The bounds are
+    about ten times the fastest hardware of the kind (AMX int8 on an 8-socket Xeon is about
+    2e15 operations per second; a GPU's sparse int8 or fp8 tensor cores about 1e16)."""
+    return _kind(name).peak_ops
 
 
 def _kind(name: str) -> TargetKind:
@@ -246,6 +256,7 @@ class CudaKind(TargetKind):
     """CUDA C compiled by NVRTC."""
 
     name = "cuda"
+    peak_ops = 1e17
     options = ("arch", "max-threads-per-block", "shared-memory-bytes", "warp-size", "compute-units")
     optional = frozenset({"arch", "compute-units"})
 
@@ -262,6 +273,7 @@ class OpenCLKind(TargetKind):
     """OpenCL C compiled by the OpenCL driver (PoCL on CPUs)."""
 
     name = "opencl"
+    peak_ops = 1e17
     options = (
         "max-threads-per-block",
         "shared-memory-bytes",

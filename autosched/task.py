@@ -15,10 +15,12 @@ from typing import Any
 
 from .backends import backend_for
 from .backends.base import Built
+from .dtypes import dtype
 from .emit_c import function_name
-from .expr import NO_CODE, CCode, op_code, topo_order
+from .expr import NO_CODE, CCode, op_code, static_shape, topo_order
 from .lower import Lowered, lower_loops
 from .lower.cache import LRUCache
+from .memory import tensors_problem
 from .ops import Workload, get_workload
 from .runner.kernel import ArgSpec
 from .schedule import Schedule
@@ -55,9 +57,13 @@ class Task:
         else:
             wl = get_workload(workload, tuple(args))
         try:
-            wl.tensors()  # arguments that make no tensors (a negative size) fail here, not mid-run
+            tensors = wl.tensors()  # arguments that make no tensors (a negative size) fail here, not mid-run
+            sizes = [(t.name, static_shape(t.shape), dtype(t.dtype).bytes) for t in tensors]
         except (ValueError, TypeError) as e:
             raise ValueError(f"workload {wl}: {e}") from None
+        too_big = tensors_problem(f"workload {wl}", sizes)  # before any trial is spent on it
+        if too_big is not None:
+            raise ValueError(too_big)
         object.__setattr__(self, "workload", wl)
         object.__setattr__(self, "target", Target.parse(target))
 

@@ -65,6 +65,18 @@ def _cuda_device(drv: object) -> bool:
     return int(drv.Device.count()) > 0  # type: ignore[attr-defined]
 
 
+def _chromium_missing() -> list[str]:
+    """What the headless-browser tests lack of Chromium, its driver and Selenium (empty: nothing)."""
+    import importlib.util
+
+    parts = [
+        ("/usr/bin/chromium", Path("/usr/bin/chromium").is_file(), "apt-get install chromium"),
+        ("/usr/bin/chromedriver", Path("/usr/bin/chromedriver").is_file(), "apt-get install chromium-driver"),
+        ("selenium", importlib.util.find_spec("selenium") is not None, "pip install selenium"),
+    ]
+    return [f"{name} ({fix})" for name, present, fix in parts if not present]
+
+
 PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "gcc": (lambda: _compiles("gcc"), "apt-get install gcc"),
     "clang": (lambda: _compiles("clang"), "apt-get install clang lld libomp-dev"),
@@ -86,6 +98,9 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "make": (lambda: shutil.which("make") is not None, "apt-get install make"),
     "openblas": (_links_openblas, "apt-get install libopenblas-dev"),
     "distributed": (lambda: _imports("distributed"), 'pip install "dask[distributed]"'),
+    "chromium": (lambda: not _chromium_missing() and _imports("selenium.webdriver"),
+                 ", ".join(_chromium_missing()) or "selenium.webdriver fails: pip install selenium"),
+    "torch": (lambda: _imports("torch.onnx") and _imports("torchvision"), "pip install torch torchvision"),
 }
 
 #: The tools of PROBES that are C compilers.

@@ -58,14 +58,15 @@ def fake_record(writer: str, i: int) -> Record:
 
 
 def task_records(task: asc.Task, count: int = 4) -> list[Record]:
-    """Made-up valid measurements of ``task``'s naive program (no steps), ``count`` of them."""
+    """Made-up valid measurements of ``count`` programs of ``task`` (its output's axis i split by
+    1, 2, 3, ...; the naive program first, no steps), program i taking ``1e-5 * (i + 1)`` s."""
     return [
         Record(
             workload=(task.workload.name, tuple(task.workload.args)),
             workload_key=task.workload.key,
             target=str(task.target),
             compiler="gcc",
-            steps=(),
+            steps=(SplitStep(task.workload.outputs[-1].name, "i", i + 1, None),) if i else (),
             costs=(1e-5 * (i + 1),),
             error_no=MeasureErrorNo.NO_ERROR,
             error_msg="",

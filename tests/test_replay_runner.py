@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import sys
 import warnings
 from pathlib import Path
 
@@ -110,13 +111,8 @@ def test_model_names_resolve_and_unknown_ones_list_the_valid(monkeypatch: pytest
 
 
 def test_without_xgboost_tuning_falls_back_to_random_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib.util
-
     install_doubles(monkeypatch)
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "xgboost" else real(name, *a)
-    )
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # its import raises ImportError
     task = Task("matmul", (16, 24, 8), target="c -num-threads=1")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -124,6 +120,7 @@ def test_without_xgboost_tuning_falls_back_to_random_with_a_warning(monkeypatch:
     assert type(tuner) is RandomTuner and tuner.learner is None
     (w,) = caught
     assert "needs xgboost" in str(w.message) and "random search" in str(w.message)
+    assert "pip install xgboost-cpu" in str(w.message)
 
 
 def _record(task: Task, steps: tuple[SplitStep, ...], cost: float | None) -> Record:

@@ -17,6 +17,7 @@ from autosched.ops.registry import registered
 from autosched.records import Record, load_records
 from autosched.records.report import report_table, summarize, tuning_curve, write_report
 from autosched.runner.measure import MeasureErrorNo
+from autosched.schedule.steps import SplitStep
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MATMUL = ("matmul", (16, 16, 16, "float32", False))
@@ -30,10 +31,11 @@ def rec(
     error: MeasureErrorNo = MeasureErrorNo.NO_ERROR,
     t: float = 0.0,
     target: str = TARGET,
+    program: int = 0,
 ) -> Record:
-    """A record of the default program (no steps); a failed trial has an ``error`` and no costs.
-    Its key is the workload's own (a log's records are checked to have it); made up if the workload
-    is not registered."""
+    """A record of program number ``program`` (0: the default program, no steps; n: output C's
+    axis i split by 2**n); a failed trial has an ``error`` and no costs. Its key is the workload's
+    own (a log's records are checked to have it); made up if the workload is not registered."""
     name, args = workload
     key = Workload(name, args).key if registered(name) else f"{name}({','.join(map(repr, args))})#abc"
     return Record(
@@ -41,7 +43,7 @@ def rec(
         workload_key=key,
         target=target,
         compiler="gcc",
-        steps=(),
+        steps=(SplitStep("C", "i", 2**program, None),) if program else (),
         costs=costs,
         error_no=error,
         error_msg="",
@@ -58,15 +60,16 @@ def write_log(path: Path, records: list[Record]) -> Path:
 
 @pytest.fixture
 def log(tmp_path: Path) -> Path:
-    """Two registered workloads (with failures) and one that is not registered here."""
+    """Two registered workloads (with failures; five distinct programs of matmul) and one that is
+    not registered here."""
     return write_log(
         tmp_path / "tune.jsonl",
         [
-            rec(MATMUL, error=MeasureErrorNo.COMPILE_ERROR),
-            rec(MATMUL, (4e-6, 4e-6, 4e-6)),
-            rec(MATMUL, error=MeasureErrorNo.WRONG_ANSWER),
+            rec(MATMUL, error=MeasureErrorNo.COMPILE_ERROR, program=1),
+            rec(MATMUL, (4e-6, 4e-6, 4e-6), program=2),
+            rec(MATMUL, error=MeasureErrorNo.WRONG_ANSWER, program=3),
             rec(MATMUL, (2e-6, 1e-6, 3e-6)),  # median 2 us: 8192 flops -> 4.096 GFLOP/s
-            rec(MATMUL, (5e-6,)),
+            rec(MATMUL, (5e-6,), program=4),
             rec(CONV, (1e-5,)),
             rec(("not_registered_op", (3,)), (1e-3,)),
         ],

@@ -15,6 +15,7 @@ from ..runner.load import load_kernel
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import Builder, MeasureOption, Runner
 from ..runner.packed import install_hook
+from ..runner.system_libs import check_system_libraries
 from ..target import Target
 from .base import Backend, register_backend
 
@@ -48,6 +49,7 @@ class CBackend(Backend):
     ) -> Kernel:
         """Compile to a shared library (cached by content, linked with the user C ``func.code`` it
         calls) and load it with cffi; ``scalars`` are its scalar arguments at their call places."""
+        check_system_libraries(func.code, target)  # a missing OpenBLAS: one line, not a compiler log
         lib = compile_shared(self.source(func, target), target, cache_dir=cache_dir, code=func.code)
         kernel = load_kernel(lib, function_name(func.name), specs, sizes, scalars)
         if any(s.startswith(PACKED_PREFIX) for s in func.code.symbols):

@@ -1,5 +1,6 @@
 """The ``autosched`` command (also ``python -m autosched``).
 
+    autosched --version                    the version; autosched SUBCOMMAND --help: its options, defaults
     autosched ops                          list the built-in workloads and their parameters
     autosched run WORKLOAD ARGS... [--target T] [--rounds N] [--json]
                                            build a workload's CPU schedule, check it against the
@@ -41,14 +42,17 @@ from a log is made printable before it reaches the terminal (no escape code is e
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
+from typing import Any
 
 from ..diagnostics import printable
 from ..records import NoRecordError
 from ..schedule import ScheduleError
 from ..target import TargetError
+from ..version import __version__
 from . import basic, boards, db, logs, network, tune, worker
 
 #: modules whose ``register`` adds subcommands, in the order ``--help`` lists them
@@ -68,9 +72,31 @@ USER_ERRORS = (
 )
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that ends each option's text with its default, unless it has none (None, False) or the
+    text already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if not action.option_strings or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        if "%(default)" in text or re.search(r"\bdefault\b", text, re.IGNORECASE):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help shows defaults; its subcommands' parsers are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(prog="autosched", description="autotuning SDK for tensor programs")
+    parser = _Parser(prog="autosched", description="autotuning SDK for tensor programs")
+    parser.add_argument("--version", action="version", version=f"autosched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMANDS:
         module.register(sub)

@@ -39,6 +39,11 @@ def parse_value(text: str) -> object:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
+    if args.onnx or args.markdown:
+        from ..graph.onnx_table import table_markdown, table_text
+
+        print(table_markdown() if args.markdown else table_text(), end="")
+        return 0
     for info in list_workloads():
         print(f"{info.name}{info.signature}")
         if info.doc:
@@ -138,7 +143,10 @@ def cmd_space(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``ops``, ``run`` and ``space`` subcommands."""
-    sub.add_parser("ops", help="list built-in workloads").set_defaults(func=cmd_ops)
+    ops = sub.add_parser("ops", help="list built-in workloads (--onnx: the ONNX operators from_onnx reads)")
+    ops.add_argument("--onnx", action="store_true", help="list the ONNX operators and attributes imported")
+    ops.add_argument("--markdown", action="store_true", help="the ONNX operators as a Markdown table")
+    ops.set_defaults(func=cmd_ops)
     run = sub.add_parser("run", help="build, check and time a workload's CPU schedule against numpy")
     run.add_argument("workload")
     run.add_argument("args", nargs="*", help="workload arguments, e.g. 1024 1024 1024")

@@ -84,7 +84,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "file": lg.path.name,
                     "error": lg.error,
                     "records": sum(len(s.records) for s in lg.summaries),
-                    "valid": sum(s.valid_trials for s in lg.summaries),
+                    "valid": sum(r.ok for s in lg.summaries for r in s.records),
                     "summaries": [s.to_json() for s in lg.summaries],
                 }
                 for lg in mine
@@ -107,7 +107,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 print(f"  {_p(lg.path.name)}: not a tuning log: {_p(lg.error)}")
                 continue
             n = sum(len(s.records) for s in lg.summaries)
-            valid = sum(s.valid_trials for s in lg.summaries)
+            valid = sum(r.ok for s in lg.summaries for r in s.records)  # valid records
             names = {s.workload for s in lg.summaries}
             counts = f"{_count(n, 'record')} ({valid} valid), {_count(len(names), 'workload')}"
             print(f"  {_p(lg.path.name)}: {counts}")

@@ -15,11 +15,19 @@ from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
 from ..records.export import EXECUTABLE, export_files, write_files
 from ..records.export_gpu import gpu_export_files
-from ..records.report import Summary, model_quality_table, report_table, summarize, write_report
+from ..records.report import (
+    Summary,
+    model_quality,
+    model_quality_table,
+    report_table,
+    summarize,
+    write_report,
+)
+from ..records.report_html import write_html_report
 from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
-from .network import cmd_export_network, is_model
+from .network import cmd_export_network, is_model, report_networks
 
 
 def _load(path: str) -> list[Record]:
@@ -145,14 +153,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.model and not args.html:
+        raise ValueError("--model gives the network's task weights to the HTML report: add --html OUT.html")
     records = _load(args.log)
     print(report_table(records))
     quality = model_quality_table(sidecar_path(args.log))
     if quality is not None:
         print(f"\ncost model quality per batch, before each refit ({sidecar_path(args.log)}):")
         print(quality)
-    out = write_report(records, args.out or Path(args.log).with_suffix(".png"))
-    print(f"tuning curves: {out}")
+    if args.html:
+        sidecar = sidecar_path(args.log)
+        networks = report_networks(args.model, records, args.log) if args.model else []
+        page = write_html_report(records, args.html, quality=model_quality(sidecar), networks=networks,
+                                 title=Path(args.log).name, sidecar=sidecar.name)
+        print(f"report: {printable(page)}")
+    if args.out or not args.html:
+        out = write_report(records, args.out or Path(args.log).with_suffix(".png"))
+        print(f"tuning curves: {printable(out)}")
     return 0
 
 
@@ -173,7 +190,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _log_args(best)
     best.add_argument("--json", action="store_true", help="one JSON object (a list for several workloads)")
     best.set_defaults(func=cmd_best)
-    export = sub.add_parser("export", help="write the best program as a standalone C kernel directory")
+    export = sub.add_parser(
+        "export", help="write a log's best program as a standalone C kernel, or a network as one C library",
+        description="autosched export LOG --out DIR writes the best program of a tuning log as a standalone "
+        "C kernel directory (kernel.c/.h, reference.c, main.c, a Makefile). autosched export MODEL.onnx "
+        "--log LOG --out DIR exports a whole network (an ONNX model) as one C library: model.c/.h, one "
+        "file per kernel (the log's best, else the default schedule), the weights, main.c and a Makefile.",
+    )
     _log_args(export)
     export.add_argument(
         "--out", required=True, help="directory to write kernel.c/.h, main.c, Makefile to (new or empty)"
@@ -188,5 +211,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.set_defaults(func=cmd_export)
     report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
     report.add_argument("log", help="tuning log (JSON lines)")
-    report.add_argument("--out", help="PNG to write (default: the log's name with .png)")
+    report.add_argument("--out", help="PNG to write (default: the log's name with .png; none with --html)")
+    report.add_argument("--html", metavar="OUT.html",
+                        help="write one self-contained HTML page: curves, tasks, model quality, errors")
+    report.add_argument("--model", metavar="MODEL.onnx",
+                        help="with --html: the network the log tuned (task weights, end-to-end latency)")
     report.set_defaults(func=cmd_report)

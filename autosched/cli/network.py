@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 
-import numpy as np
-
 from ..diagnostics import format_ms, printable
 from ..graph import build_network, extract_tasks, from_onnx, tune_network
 from ..graph.export import export_network, write_network
+from ..graph.network import sample_inputs
 from ..graph.tuning import log_name
+from ..records import Record
+from ..records.report_network import ModelTask, Network
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
 from ..search.space import AUTO
@@ -26,6 +27,25 @@ from .worker import security_of
 def is_model(name: str) -> bool:
     """Whether a command-line workload argument names an ONNX model file."""
     return name.lower().endswith(".onnx")
+
+
+def report_networks(model: str, records: list[Record], log: str) -> list[Network]:
+    """The networks of ``model`` whose tasks ``records`` (those of the tuning log ``log``) measured:
+    one per target of the log that has records of its tasks, with the tasks' weights (as
+    ``tune_network`` takes them). Raises ValueError when the log has none of the model's tasks."""
+    graph = from_onnx(model)
+    held = {(r.workload_key, r.target) for r in records}
+    networks, count = [], 0
+    for target in dict.fromkeys(r.target for r in records):
+        tasks = extract_tasks(graph, target)
+        count = len(tasks)
+        if any((t.workload.key, target) in held for t in tasks):
+            model_tasks = tuple(ModelTask(t.workload.key, str(t.workload), t.weight) for t in tasks)
+            networks.append(Network(graph.name, target, model_tasks))
+    if not networks:
+        raise ValueError(f"{log} has no records of the {count} tasks of {model} "
+                         f"(tune them with: autosched tune {model} --log {log})")
+    return networks
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -82,8 +102,7 @@ def cmd_export_network(args: argparse.Namespace) -> int:
     graph = from_onnx(args.log)
     export = export_network(graph, args.model_log, target=args.target or "c", portable=args.portable,
                             weights=args.weights)
-    rng = np.random.default_rng(0)
-    sample = [rng.standard_normal(graph.shapes[v]).astype(np.float32) for v in graph.inputs]
+    sample = sample_inputs(graph)
     outs = build_network(graph, args.model_log, target=args.target or "c")(*sample)
     out = write_network(export, args.out, sample, outs if isinstance(outs, list) else [outs])
     plan = export.plan

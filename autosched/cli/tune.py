@@ -14,7 +14,7 @@ from ..diagnostics import format_ms
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
 from ..search import AUTO, SPACES, TUNERS, space_kind, tune
-from ..search.learning import check_model_name
+from ..search.learning import check_model_name, unavailable
 from ..search.tune import DEFAULT_TUNERS, TuneResult
 from ..task import Task
 from .basic import parse_value
@@ -52,6 +52,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         log = args.log or Database(args.db).log_for(task, create=True)
         if not args.json:
             with_model = f", model {model}" if model else ""
+            if model and unavailable(model) is not None:  # tune() warns and searches at random
+                with_model = f" (random search: the {tuner} tuner's {model} model is unavailable)"
             print(f"tuning {task}\n  space {args.space}, tuner {tuner}{with_model}, log {log}", flush=True)
         result = _tune(args, task, log, tuner, option, pool, cluster)
     if args.json:
@@ -156,7 +158,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--search-only", action="store_true",
         help="do not measure the operator's hand-written schedule as the first trial",
     )
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None,
+                   help="random seed of the search (default: a new search each run)")
     p.add_argument("--early-stopping", type=int, default=None, help="stop after N trials without gain")
     p.add_argument("--timeout", type=float, default=None, help="time budget of this run, seconds")
     p.add_argument("--number", type=int, default=1, help="kernel runs per repeat (raised by --min-repeat-ms)")

@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from ..model.feature_workers import in_session
 from ..records import Record, load_records
 from ..records.best import is_remeasurement
 from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, MeasureResult, Runner
+from ..search.progress import show_progress, timing_text
 from ..search.scheduler import Round, TaskScheduler, TaskState
 from ..search.space import AUTO, Candidate
 from ..search.tune import TuningInterrupted, tune
@@ -85,12 +87,17 @@ def _resumed(records: list[Record], task: Task) -> tuple[int, float]:
     return len(mine), min(costs, default=math.inf)
 
 
-def _print_round(tasks: list[Task], budget: int) -> Callable[[Round], None]:
+def _print_round(tasks: list[Task], budget: int, resumed: int) -> Callable[[Round], None]:
+    """Print each round on stderr: trials in all, the task, its trials, the estimated latency, and
+    the run's elapsed time and ETA (by the rate of this run's trials; ``resumed`` came from the log)."""
+    start = time.monotonic()
+
     def show(r: Round) -> None:
         t = tasks[r.task]
         latency = f"{r.latency * 1e3:.3f} ms" if math.isfinite(r.latency) else "unknown"
+        timing = timing_text(time.monotonic() - start, r.total_trials, budget, resumed)
         print(f"[{r.total_trials}/{budget}] task {r.task} {t.workload}: {r.trials} trials; "
-              f"estimated latency {latency}", file=sys.stderr, flush=True)
+              f"estimated latency {latency}  {timing}", file=sys.stderr, flush=True)
 
     return show
 
@@ -161,7 +168,7 @@ def tune_network(
     space: str = AUTO,
     seed: int = 0,
     option: MeasureOption | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
     callback: Callable[[Round], None] | None = None,
     cluster: Any = None,
     security: Any = None,
@@ -174,7 +181,9 @@ def tune_network(
     trials / (4 x tasks), between 4 and 64) is the size of one round. ``space`` (default ``auto``)
     gives each task its knob template where it has one (packed convolutions on CPU: the template
     around their hand-written schedule), else its generated sketches. ``progress`` prints each round
-    (task, its trials, the estimated end-to-end latency) on stderr; ``callback`` gets each Round.
+    (task, its trials, the estimated end-to-end latency, elapsed time and ETA) on stderr: None (the
+    default) when stderr is a terminal or in a notebook, True always, False never; ``callback`` gets
+    each Round.
     ``cluster``: build and measure on a Dask cluster (an address or a ``distributed.Client``, one
     connection for the whole run; ``security``: TLS settings for an address; see
     :func:`autosched.tune`). ``parallel``: at most this many tasks are tuned at once (default: as
@@ -203,7 +212,10 @@ def tune_network(
         states.append(state)
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
     sched = TaskScheduler(states, scheduler, size, seed=seed)
-    shows = [f for f in (_print_round(tasks, trials) if progress else None, callback) if f is not None]
+    progress = show_progress(progress)
+    resumed = sum(st.trials for st in states)
+    rounds = _print_round(tasks, trials, resumed) if progress else None
+    shows = [f for f in (rounds, callback) if f is not None]
 
     def each_round(r: Round) -> None:
         for show in shows:
@@ -223,7 +235,7 @@ def tune_network(
             with measurers.lend() as (builder, runner):
                 result = tune(tasks[i], trials=states[i].trials + n, log=path, tuner=tuner, space=space,
                               seed=seed + states[i].trials, option=option, remeasure=0, cluster=executor,
-                              builder=builder, runner=runner, measure_default=True,
+                              builder=builder, runner=runner, measure_default=True, progress=False,
                               callbacks=[_HaltCheck(halt)])
             best = result.best_time_ms / 1e3 if result.best_time_ms is not None else math.inf
             return result.trials, best
@@ -232,7 +244,8 @@ def tune_network(
             with measurers.lend() as (builder, runner):  # no new trials: the log already holds them
                 result = tune(tasks[i], trials=states[i].trials, log=path, tuner=tuner, space=space,
                               seed=seed + states[i].trials, option=option, remeasure=remeasure,
-                              cluster=executor, builder=builder, runner=runner, measure_default=True)
+                              cluster=executor, builder=builder, runner=runner, measure_default=True,
+                              progress=False)
             if result.best_time_ms is not None:
                 states[i].history.append((states[i].trials, result.best_time_ms / 1e3))
 

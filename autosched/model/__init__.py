@@ -5,8 +5,8 @@
     scores = model.predict(candidates)                   # higher = faster
 
 Models (:data:`MODELS`): ``xgb`` (XGBoost, Ansor's per-store sum), ``mlp`` (scikit-learn neural
-network), ``random`` (noise; the baseline). xgboost and scikit-learn are imported when a model
-needs them (``pip install xgboost-cpu scikit-learn``).
+network), ``random`` (noise; the baseline). xgboost and scikit-learn are dependencies of
+autosched, imported only when a model needs them.
 """
 
 from __future__ import annotations

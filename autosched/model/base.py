@@ -33,7 +33,10 @@ if TYPE_CHECKING:
 FORMAT = "autosched-cost-model"
 FORMAT_VERSION = 1
 
-_INSTALL = "pip install xgboost-cpu scikit-learn (or pip install 'autosched[tune]')"
+#: how to get xgboost (an autosched dependency; xgboost-cpu is its CPU-only wheel)
+XGB_INSTALL = "pip install xgboost-cpu (pip install xgboost where no xgboost-cpu wheel is published)"
+_INSTALL = ("pip install xgboost-cpu scikit-learn (both are dependencies of autosched; xgboost where no "
+            "xgboost-cpu wheel is published)")
 
 
 class ModelLoadError(ValueError):

@@ -7,7 +7,10 @@ The modules import one way, each only from those listed before it:
     check    checks of what a line says (a log is untrusted input): types, costs, target, workload
     log      Record, append_records, load_records
     best     which record wins (re-measurements supersede trials), distill, load_best
+    charts   inline SVG line charts and a palette of distinct colours
     report   summaries of a log: the table of best programs and errors, tuning curves as a PNG
+    report_network  a network's latency, weights and speed-ups from its log (weights from its model)
+    report_html     the report as one self-contained HTML page
     export   a tuned program as a standalone C kernel (.c, .h, main.c, Makefile)
 
 The log's public names are importable from here (``from autosched.records import Record,

@@ -8,14 +8,16 @@ whose re-measurement failed is passed over. The task's default schedule is re-me
 its record marked ``"baseline": true``; where a task has such a baseline, another program wins only
 if its median is :data:`BASELINE_MARGIN` below the baseline's: a search that finds nothing clearly
 faster keeps the hand-written schedule rather than a program that won by the timing noise.
-:func:`ranked`, :func:`pick_best` and :func:`best_records` apply these rules; :func:`best_record`
-and :func:`distill` read a log with them;
+:func:`ranked`, :func:`pick_best` and :func:`best_records` apply these rules, :func:`best_so_far`
+after each record of a log (a tuning curve); :func:`best_record` and :func:`distill` read a log
+with them;
 :func:`load_best` builds the winner with the task's own compiler. Programs that do not replay are
 passed over with a warning.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import os
 from collections.abc import Callable, Iterable
@@ -40,6 +42,7 @@ __all__ = [
     "NoRecordError",
     "best_record",
     "best_records",
+    "best_so_far",
     "distill",
     "is_baseline",
     "is_remeasurement",
@@ -116,22 +119,76 @@ def pick_best(
     :class:`RecordWarning` naming where it was read, and the next best is tried, up to
     :data:`MAX_TRIES` records.
     """
-    for tries, r in enumerate(ranked(records)):
+    return _first_passing(ranked(records), check, quiet=False)
+
+
+def _first_passing(
+    candidates: list[Record], check: Callable[[Record], str | None] | None, quiet: bool
+) -> Record | None:
+    """The first of ``candidates`` (ranked) that passes ``check``, trying at most MAX_TRIES; those
+    that fail are warned about unless ``quiet``."""
+    for tries, r in enumerate(candidates):
         why = None if check is None else check(r)
         if why is None:
             return r
-        where = r.origin or "a record"
-        warn(
-            f"{where}: passed over the best program of {r.workload_key} on {r.target}: {why}",
-            RecordWarning,
-        )
-        if tries + 1 == MAX_TRIES:
+        if not quiet:
+            where = r.origin or "a record"
             warn(
-                f"gave up on {r.workload_key} on {r.target}: its {MAX_TRIES} best programs fail",
+                f"{where}: passed over the best program of {r.workload_key} on {r.target}: {why}",
                 RecordWarning,
             )
+        if tries + 1 == MAX_TRIES:
+            if not quiet:
+                warn(
+                    f"gave up on {r.workload_key} on {r.target}: its {MAX_TRIES} best programs fail",
+                    RecordWarning,
+                )
             break
     return None
+
+
+def best_so_far(
+    records: Iterable[Record], check: Callable[[Record], str | None] | None = replay_error
+) -> list[Record | None]:
+    """For each record of one workload and target, in log order: the best record had the log ended
+    with it, i.e. ``pick_best(records[:i + 1], check)`` for every i (the best of a tuning curve), in
+    one pass. ``check`` runs at most once per record, and warns of nothing (:func:`pick_best` does).
+
+    A trial only competes with the best so far; a re-measurement (it may retire its program's trials
+    or bring a baseline's margin) ranks the records read so far again.
+    """
+    records = records if isinstance(records, list) else list(records)
+    verdicts: dict[int, str | None] = {}
+
+    def checked(r: Record) -> str | None:
+        if id(r) not in verdicts:
+            verdicts[id(r)] = None if check is None else check(r)
+        return verdicts[id(r)]
+
+    scale = 1.0 / (1.0 - BASELINE_MARGIN)
+    again: set[str] = set()  # programs re-measured so far: their trials no longer count
+    baseline = False  # whether a valid baseline was read: other programs' medians are scaled
+    scores: list[float] = []  # the scores of the records that count so far, sorted
+    best: Record | None = None
+    out: list[Record | None] = []
+    for i, r in enumerate(records):
+        if is_remeasurement(r):
+            again.add(r.program_key)
+            baseline = baseline or (r.ok and is_baseline(r))
+            pairs = sorted(_scores(records[: i + 1]), key=lambda sr: sr[0])
+            scores = [score for score, _ in pairs]
+            best = _first_passing([x for _, x in pairs], checked, quiet=True)
+        elif r.ok and r.program_key not in again:
+            score = r.median * scale if baseline else r.median
+            rank = bisect.bisect_right(scores, score)  # after its equals: the earliest of equals wins
+            scores.insert(rank, score)
+            if best is None:  # every record ranked before it failed the check (pick_best gave None)
+                best = r if rank < MAX_TRIES and checked(r) is None else None
+            elif score < (best.median * scale if baseline and not is_baseline(best) else best.median):
+                # it ranks first among those that pass, or, failing, pushes the best one rank down
+                best = r if checked(r) is None else _first_passing(ranked(records[: i + 1]), checked, True)
+        out.append(best)
+    return out
 
 
 def best_records(

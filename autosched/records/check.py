@@ -7,6 +7,9 @@ readers); the checks are cheap per line, and the costly ones are done once per d
 - field types: strings are strings, numbers are numbers (not ``true``, not ``"nan"``);
 - costs: a list of finite seconds, non-empty and positive for a valid (``NO_ERROR``) measurement;
   ``all_cost`` and ``timestamp`` finite and in range (:func:`check_costs`, :func:`number`);
+- speed: no cost of a valid measurement shorter than a kernel call can be (:data:`MIN_SECONDS`),
+  nor than the workload's operations take at a rate no device of the target's kind reaches
+  (:func:`~autosched.target.peak_ops`; :func:`check_speed`, once per workload and target);
 - the target string: known options only, with values of a strict form (:func:`check_target`);
   compiler flags from a whitelist, so that no flag can load a plugin, run a program or read a file;
 - the workload: its arguments re-create its key, DAG hash included, when the workload is
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..diagnostics import printable
 from ..ops.registry import Workload, WorkloadDef, registered
 from ..schedule import Schedule
-from ..target import OPTIONS, Target, TargetError, kind_options, target_kinds
+from ..target import OPTIONS, Target, TargetError, kind_options, peak_ops, target_kinds
 from .io import RecordError
 
 if TYPE_CHECKING:
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_costs",
+    "check_speed",
     "check_target",
     "check_workload",
     "compiler_here",
@@ -115,6 +119,56 @@ def check_costs(value: Any, valid: bool) -> tuple[float, ...]:
             if not 0.0 <= c < _INF:
                 raise RecordError(f"cost {c!r} is not a finite number of seconds >= 0")
     return costs
+
+
+#: the shortest time one call of any kernel takes, in seconds: the timing harness calls a kernel
+#: through a function pointer, and a call and its return take cycles (1e-10 s is half a cycle at
+#: 5 GHz); a GPU kernel's launch alone takes microseconds
+MIN_SECONDS = 1e-10
+
+#: (workload key, target) -> (the shortest plausible seconds, the workload's operations, the
+#: kind's peak, the workload's definition when they were counted)
+_SHORTEST: dict[tuple[str, str], tuple[float, int, float, WorkloadDef | None]] = {}
+
+
+def _operations(workload: tuple[str, tuple[Any, ...]]) -> int:
+    """The arithmetic operations of one run of ``workload`` (0 where it is not registered here)."""
+    name, args = workload
+    if registered(name) is None:
+        return 0
+    try:
+        return max(0, int(Workload(name, args).flops()))
+    except Exception:  # a workload function may fail anywhere; its key was checked, not its count
+        return 0
+
+
+def check_speed(
+    costs: tuple[float, ...], workload: tuple[str, tuple[Any, ...]], key: str, target: str
+) -> None:
+    """:class:`RecordError` where a cost of a valid measurement of ``workload`` (key ``key``) on
+    ``target`` (a string :func:`check_target` accepted) is shorter than any real run: under
+    :data:`MIN_SECONDS`, or so short that the workload's operations would run faster than any
+    device of the target's kind (:func:`~autosched.target.peak_ops`). Such a cost would win
+    ``best`` with an absurd speed."""
+    bound = _SHORTEST.get((key, target))
+    if bound is None or registered(workload[0]) is not bound[3]:
+        ops, peak = _operations(workload), peak_ops(target.split(None, 1)[0])
+        bound = (max(MIN_SECONDS, ops / peak), ops, peak, registered(workload[0]))
+        _remember(_SHORTEST, (key, target), bound)
+    fastest = min(costs)
+    if fastest >= bound[0]:
+        return
+    shortest, ops, peak, _ = bound
+    if ops / peak > MIN_SECONDS:
+        kind = target.split(None, 1)[0]
+        raise RecordError(
+            f"cost {fastest!r} s of a valid measurement is impossibly short: {ops} operations in it "
+            f"are {ops / fastest:.3g} per second, more than any {kind} device runs ({peak:.0e})"
+        )
+    raise RecordError(
+        f"cost {fastest!r} s of a valid measurement is impossibly short: no kernel call takes under "
+        f"{MIN_SECONDS:g} s"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

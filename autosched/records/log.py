@@ -41,6 +41,7 @@ from ..version import __version__
 from .check import (
     check_costs,
     check_machine,
+    check_speed,
     check_target,
     check_workload,
     number,
@@ -69,6 +70,7 @@ __all__ = [
     "RecordWarning",
     "append_records",
     "load_records",
+    "read_records",
     "record_builder",
     "steps_key",
 ]
@@ -192,7 +194,7 @@ class Record(Costs):
             if program is not None and type(program) is not dict:
                 raise RecordError(f"program must be an object, got {type(program).__name__}")
             key = data["workload_key"]
-            return cls(
+            record = cls(
                 workload=check_workload(data["workload"], key),
                 workload_key=key,
                 target=check_target(data["target"]),
@@ -208,6 +210,9 @@ class Record(Costs):
                 machine=check_machine(data.get("machine", "")),
                 origin=origin,
             )
+            if error_no is _NO_ERROR:
+                check_speed(record.costs, record.workload, key, record.target)
+            return record
         except RecordError:
             raise
         except (KeyError, TypeError, ValueError) as err:
@@ -256,6 +261,19 @@ def record_builder(path: Path) -> Callable[[dict[str, Any], tuple[Step, ...], in
     return lambda data, steps, lineno: Record._from_fields(data, steps, f"{where}:{lineno}")
 
 
+def read_records(
+    path: str | os.PathLike[str], *, workload_key: str | None = None, target: str | Target | None = None
+) -> tuple[list[Record], int]:
+    """:func:`load_records`, and the size of the log it read (bytes, whole appends): where a run
+    that then follows the log's new records (:class:`~autosched.search.shared_log.SharedLog`)
+    starts, so that it misses none and reads none twice."""
+    path = Path(path)
+    with open_log(path) as (f, size):
+        found = scan(f, size, record_builder(path), workload_key, _target_str(target))
+    check_found(found, path)
+    return found.items, size
+
+
 def load_records(
     path: str | os.PathLike[str], *, workload_key: str | None = None, target: str | Target | None = None
 ) -> list[Record]:
@@ -272,5 +290,5 @@ def load_records(
     path = Path(path)
     with open_log(path) as (f, size):
         found = scan(f, size, record_builder(path), workload_key, _target_str(target))
-    check_found(found, path)
+    check_found(found, path)  # warns at the caller's line
     return found.items

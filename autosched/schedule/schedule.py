@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..expr import IterVar, Operation, ScanOp, Tensor, as_tensors, topo_order, unique_names
+from ..te.rename import all_ops
 from . import steps as st
 from .group import StageGroup, group_members
 from .primitives import HANDLERS
@@ -37,6 +38,20 @@ class Schedule:
                     stage.reset(part)
                     self.stages[part.name] = stage
         self.steps: list[st.Step] = []
+        #: every operation of the DAG or of a stage, ever (by id, kept alive): see :meth:`owns`
+        self._ops: dict[int, Operation] = {id(op): op for op in all_ops(self.source_outputs)}
+        self._note_ops()
+
+    def _note_ops(self, only: Stage | None = None) -> None:
+        for stage in (only,) if only is not None else self.stages.values():
+            self._ops[id(stage.op)] = stage.op
+
+    def owns(self, t: Tensor) -> bool:
+        """Whether ``t`` is a tensor of this schedule: of the DAG it was made for (the caller's
+        tensor or the schedule's renamed copy) or of a stage one of its steps made (a cache, an rf
+        stage), as opposed to another tensor that only shares a name with one of them."""
+        op = self.tensor(t).op
+        return self._ops.get(id(op)) is op
 
     def tensor(self, t: Tensor) -> Tensor:
         """This schedule's tensor for the caller's ``t``: its copy when two operations of the DAG
@@ -131,6 +146,7 @@ class Schedule:
             except ScheduleError as err:
                 raise ScheduleError(f"{step.kind} on stage {stage.name}: {err}") from None
             self.steps.append(step)
+        self._note_ops(stage if local else None)
 
     @contextlib.contextmanager
     def transaction(self, only: str | None = None) -> Iterator[None]:

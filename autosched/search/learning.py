@@ -13,7 +13,7 @@ libraries a model needs (xgboost, scikit-learn) are imported only when that mode
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import math
 import os
 import time
@@ -26,6 +26,7 @@ import numpy as np
 
 from ..diagnostics import printable, warn
 from ..model import MODELS, CostModel, ModelLoadError, load_model, make_model, pairwise_accuracy, recall_at_k
+from ..model.base import XGB_INSTALL
 from ..records import steps_key
 from ..runner.measure import MeasureInput
 
@@ -41,6 +42,7 @@ __all__ = [
     "recall_at_k",
     "resolve_model",
     "sidecar_path",
+    "unavailable",
 ]
 
 #: the model-quality file next to a tuning log LOG.jsonl is LOG.model.jsonl
@@ -86,6 +88,20 @@ def load_saved_model(path: str | os.PathLike[str]) -> CostModel:
     return loaded
 
 
+def unavailable(model: object) -> str | None:
+    """Why the cost model named ``model`` cannot be made here, or None: for ``xgb``, xgboost does
+    not import (not installed, or broken: a missing OpenMP runtime, say); the reason says what to
+    install."""
+    if model != "xgb":
+        return None
+    try:
+        importlib.import_module("xgboost")
+    except Exception as err:  # ImportError, or what a broken native library raises while loading
+        return (f"the xgb cost model needs xgboost, which does not import here ({printable(err)}): "
+                f"{XGB_INSTALL}")
+    return None
+
+
 def resolve_model(model: CostModel | str) -> CostModel:
     """``model`` itself, the model registered as that name in :mod:`autosched.model`, or the
     model saved in that file (:func:`load_saved_model`).
@@ -98,8 +114,9 @@ def resolve_model(model: CostModel | str) -> CostModel:
     check_model_name(model)
     if _is_path(model):
         return load_saved_model(model)
-    if model == "xgb" and importlib.util.find_spec("xgboost") is None:
-        raise ModelUnavailable("the xgb cost model needs xgboost: pip install xgboost-cpu")
+    why = unavailable(model)
+    if why is not None:
+        raise ModelUnavailable(why)
     try:
         return make_model(model)
     except ImportError as err:

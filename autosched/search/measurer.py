@@ -23,6 +23,8 @@ from .tuner import Tuner
 
 #: a run whose first this many trials all fail with one unexplained error stops
 FAIL_FAST = 8
+#: seconds between two looks at the trials of runs sharing the log, while theirs fill the budget
+WAIT_S = 0.05
 
 _T = TypeVar("_T")
 
@@ -44,10 +46,15 @@ class Measurer:
 
     With a shared log, a candidate that another run is measuring (or has logged) is skipped: its
     result is ``None``. :meth:`foreign` hands over the records other runs added meanwhile.
+
+    With a ``budget`` (the run's ``trials``), the runs sharing the log measure that many trials of
+    the task in all: ``counted`` are the trials the log held when the run read it (from
+    ``start``, the size it read), and :meth:`reserve` says how many programs this run may start now.
     """
 
     def __init__(
-        self, task: Task, builder: Builder, runner: Runner, log: Path | None, stats: TuneStats
+        self, task: Task, builder: Builder, runner: Runner, log: Path | None, stats: TuneStats, *,
+        budget: int | None = None, counted: int = 0, start: int | None = None,
     ) -> None:
         self.task, self.builder, self.runner, self.log, self.stats = task, builder, runner, log, stats
         cc = task.target.cc
@@ -55,9 +62,12 @@ class Measurer:
         self.compiler = version(cc).strip().splitlines()[0] if cc else ""
         # a runner that measures elsewhere (a board) names the machine its records are valid for
         self.machine = getattr(runner, "machine", None) or fingerprint_for(task.target)
-        self.shared = SharedLog(log, task.workload_key, str(task.target)) if log is not None else None
+        self.shared = SharedLog(log, task.workload_key, str(task.target), start) if log is not None else None
         self.mine: set[str] = set()  # programs this run logged
         self.measured = 0  # programs this run measured
+        self.budget = budget
+        self.counted = counted  # trials of the task in the log: history, this run's, the others' read
+        self.reserved: int | None = None  # programs the next batch may measure (None: not reserved)
         self.theirs: list[records.Record] = []  # records of other runs, not yet handed to the tuner
         self.first_errors: list[str] | None = []  # this run's first failures, while every trial fails
 
@@ -67,15 +77,43 @@ class Measurer:
         out, self.theirs = self.theirs, []
         return out
 
-    def _claimed(self, candidates: list[Candidate]) -> list[str | None]:
-        """Each candidate's program key if this run may measure it, else None."""
+    def reserve(self, wanted: int) -> int:
+        """How many of ``wanted`` programs this run may measure in its next batch: the budget less
+        the trials in the log and those other runs have under way (their slots). Waits while the
+        others' measurements under way fill the budget (one of them may fail and leave a trial to
+        do); 0 when the log holds the budget's trials. The programs are held (one slot each) until
+        their records are logged. Without a budget or a shared log: ``wanted``."""
+        shared = self.shared
+        if shared is not None:
+            shared.drop(shared.held)  # an unused reservation is given back
+        if self.budget is None or shared is None or not shared.counts_trials:
+            self.reserved = wanted
+            return wanted
+        while True:
+            with shared.trial_lock():
+                busy = shared.in_flight()  # first the measurements under way, then the log: a
+                self.foreign_news()  # record is logged before its slot is given back
+                left = self.budget - self.counted
+                if left <= 0 or left > busy:
+                    self.reserved = max(0, min(wanted, left - busy))
+                    shared.hold(self.reserved)
+                    return self.reserved
+            time.sleep(WAIT_S)
+
+    def _claimed(self, candidates: list[Candidate], limit: int | None = None) -> list[str | None]:
+        """Each candidate's program key if this run may measure it, else None; ``limit`` at most."""
         keys: list[str | None] = [records.steps_key(c.steps) for c in candidates]
+        limit = len(keys) if limit is None else limit
         if self.shared is None:
-            return keys
+            return [k if i < limit else None for i, k in enumerate(keys)]
         shared = self.shared
         self.foreign_news()
         done = {r.program_key for r in self.theirs}
-        claimed = [k if k is not None and k not in done and shared.claim(k) else None for k in keys]
+        claimed: list[str | None] = []
+        for k in keys:
+            ok = limit > 0 and k is not None and k not in done and shared.claim(k)
+            claimed.append(k if ok else None)
+            limit -= ok
         # another run may have logged one of them and given its claim back since the read above
         self.foreign_news()
         late = {r.program_key for r in self.theirs}
@@ -88,13 +126,21 @@ class Measurer:
     def foreign_news(self) -> None:
         """Keep the records other runs logged since the last read (for :meth:`foreign`)."""
         if self.shared is not None:
-            self.theirs += [r for r in self.shared.news() if r.program_key not in self.mine]
+            news = [r for r in self.shared.news() if r.program_key not in self.mine]
+            self.counted += sum(not is_remeasurement(r) for r in news)
+            self.theirs += news
 
     def __call__(self, candidates: list[Candidate]) -> list[MeasureResult | None]:
-        keys = self._claimed(candidates)
+        """Measure ``candidates`` (as many as :meth:`reserve` allowed; it is called here if the
+        batch was not reserved) and log each result; None for those left to other runs."""
+        limit = self.reserved if self.reserved is not None else self.reserve(len(candidates))
+        self.reserved = None
+        keys = self._claimed(candidates, limit)
         todo = [i for i, k in enumerate(keys) if k is not None]
         inputs = [MeasureInput(self.task, candidates[i].steps, candidates[i].program) for i in todo]
         out: list[MeasureResult | None] = [None] * len(candidates)
+        if self.shared is not None:
+            self.shared.drop(self.shared.held - len(todo))  # slots no program of the batch needs
         try:
             for j, res in self._measured(inputs):
                 i, inp = todo[j], inputs[j]
@@ -102,13 +148,17 @@ class Measurer:
                 key = keys[i]
                 assert key is not None
                 self.measured += 1
+                self.counted += 1
                 if self.log is not None:
                     record = records.Record.from_measure(inp, res, self.compiler, inp.program, self.machine)
                     records.append_records(self.log, [record])
                     self.mine.add(key)
+                if self.shared is not None:
+                    self.shared.drop()  # after its record is logged: the others count one or the other
                 self._fail_fast(res)
         finally:
             if self.shared is not None:
+                self.shared.drop(self.shared.held)
                 for key in keys:
                     if key is not None:
                         self.shared.release(key)

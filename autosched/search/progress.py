@@ -1,5 +1,8 @@
 """Counters of a tuning run, the progress bar drawn from them, and the model-quality sidecar.
 
+Whether a run shows progress at all is :func:`show_progress`'s choice: by default on a terminal
+and in a notebook, never into a pipe or a file.
+
 With a cost model, the bar also shows how well the model ranked the last batch before it was
 trained on it (pairwise accuracy, recall@k), and :class:`QualityLog` appends the same figures to
 ``LOG.model.jsonl`` next to the tuning log (one JSON object per refit).
@@ -94,9 +97,40 @@ class QualityLog:
         self.written += len(fresh)
 
 
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (ipykernel) running a notebook's cells."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    return getattr(shell, "kernel", None) is not None
+
+
+def show_progress(progress: bool | None, stream: TextIO | None = None) -> bool:
+    """Whether a run draws its progress: ``progress`` when given (True or False); None (the
+    default of :func:`autosched.tune` and :func:`autosched.tune_network`): when ``stream``
+    (stderr) is a terminal or the run is in a notebook, so that scripts, pipes and logs stay quiet."""
+    if progress is not None:
+        return bool(progress)
+    stream = stream if stream is not None else sys.stderr
+    try:
+        tty = bool(stream.isatty())
+    except (AttributeError, ValueError):  # no stream (pythonw), or a closed one
+        tty = False
+    return tty or in_notebook()
+
+
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def timing_text(elapsed: float, done: int, total: int, first: int = 0) -> str:
+    """``elapsed H:MM:SS  ETA H:MM:SS``: ``elapsed`` seconds into a run now at ``done`` trials of
+    ``total``, of which ``first`` were done before it started (resumed from a log); the ETA goes
+    by this run's rate so far (``?`` before there is one)."""
+    rate = (done - first) / elapsed if elapsed > 0 else 0.0
+    eta = _clock(max(0, total - done) / rate) if rate > 0 else "?"
+    return f"elapsed {_clock(elapsed)}  ETA {eta}"
 
 
 class ProgressBar:
@@ -122,9 +156,7 @@ class ProgressBar:
         done = tuner.trials
         if self.first_trial is None:
             self.first_trial = done - len(results)
-        elapsed = time.monotonic() - self.start
-        rate = (done - self.first_trial) / elapsed if elapsed > 0 else 0.0
-        eta = _clock((self.total - done) / rate) if rate > 0 else "?"
+        timing = timing_text(time.monotonic() - self.start, done, self.total, self.first_trial)
         filled = self.WIDTH * min(done, self.total) // max(1, self.total)
         best = (
             f"{self.stats.flops / tuner.best_cost / 1e9:8.2f} GFLOP/s"
@@ -134,7 +166,7 @@ class ProgressBar:
         errors = sum(self.stats.errors.values())
         self.last = (
             f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done:>{len(str(self.total))}}/{self.total}"
-            f"  best {best}  errors {errors}{model_text(tuner)}  elapsed {_clock(elapsed)}  ETA {eta}"
+            f"  best {best}  errors {errors}{model_text(tuner)}  {timing}"
         )
         self.stream.write(("\r" + self.last) if self.tty else self.last + "\n")
         self.stream.flush()

@@ -18,8 +18,9 @@ Each measurement is appended to the log as soon as it is made (one flushed line,
 lock), so a run killed at any moment loses nothing it had measured; running again with the same
 log resumes: programs already in the log are not measured again and count towards ``trials``.
 Records of ``UNKNOWN_ERROR`` (the machinery failed, not the program) are not counted: their
-programs are measured again. Runs sharing a log at the same time never measure one program twice
-(:mod:`autosched.search.shared_log`).
+programs are measured again. Runs sharing a log at the same time never measure one program twice,
+and share ``trials``: two runs of ``trials=12`` on one log end with 12 trials of the task in it, as
+one run would (:mod:`autosched.search.shared_log`).
 
 A failure of the machinery itself (a worker that cannot start, a missing compiler, a cache that
 cannot be written) is retried once with fresh workers, then ends the run with an
@@ -45,19 +46,21 @@ from ..diagnostics import warn
 from ..model.feature_workers import in_session
 from ..ops.schedules import has_hand_written
 from ..records import is_remeasurement
+from ..records.log import read_records
 from ..runner.measure import (
     Builder,
     MeasureErrorNo,
     MeasureOption,
     Runner,
 )
+from ..runner.system_libs import check_system_libraries
 from ..task import Task
 from .baseline import measure_default as _measure_default
 from .baseline import space_default
 from .final import Final, remeasure_top
 from .learning import CostModel, model_name, sidecar_path
 from .measurer import Measurer, Sync
-from .progress import ProgressBar, QualityLog, TuneStats
+from .progress import ProgressBar, QualityLog, TuneStats, show_progress
 from .space import Candidate, make_space
 from .transfer import load_transfer
 from .tuner import Callback, Tuner, make_tuner
@@ -178,7 +181,7 @@ def tune(
     runner: Runner | None = None,
     batch_size: int | None = None,
     callbacks: Sequence[Callback] = (),
-    progress: bool = False,
+    progress: bool | None = None,
     remeasure: int = 3,
     remeasure_repeat: int | None = None,
     save_model: str | os.PathLike[str] | None = None,
@@ -197,7 +200,9 @@ def tune(
     template where it has one, else sketches). ``option`` sets timing and timeouts for the default
     :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`; a ``runner``
     with a ``make_builder(option)`` method (:class:`~autosched.runner.remote.BoardPool`: boards over
-    SSH) gets its own kind of builder by default. ``progress`` draws a progress bar on stderr.
+    SSH) gets its own kind of builder by default. ``progress`` draws a progress bar on stderr (trials,
+    best GFLOP/s, errors, the model's ranking quality, elapsed time and ETA): None (the default) when
+    stderr is a terminal or in a notebook, True always, False never.
     ``log`` None (the default) records into the tuning database
     (:class:`~autosched.database.Database`, this machine's log for the task's target);
     ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
@@ -217,6 +222,8 @@ def tune(
         log = Database().log_for(task, create=True)
     log_path = Path(log) if log is not False else None
     backend = backend_for(task.target)
+    if task.target.kind == "c":  # a missing OpenBLAS fails every trial: say so once, before the first
+        check_system_libraries(task.code, task.target)
     start = time.monotonic()
     the_tuner = _make_tuner(tuner, task, space, seed, model)
     if transfer and the_tuner.learner is not None:
@@ -224,8 +231,9 @@ def tune(
     elif transfer:
         load_transfer(list(transfer), task)  # a bad transfer log is an error all the same
     history: list[records.Record] = []
+    read = 0  # bytes of the log read as history
     if log_path is not None and log_path.exists() and log_path.stat().st_size > 0:
-        history = records.load_records(log_path, workload_key=task.workload.key, target=str(task.target))
+        history, read = read_records(log_path, workload_key=task.workload.key, target=str(task.target))
         # the machinery failed on these, not the program: measure them again
         history = [r for r in history if r.error_no != MeasureErrorNo.UNKNOWN_ERROR]
     remeasured = [r for r in history if is_remeasurement(r)]
@@ -245,14 +253,15 @@ def tune(
     if builder is None and make_builder is not None:
         builder = make_builder(opt)
     the_builder = builder or executor.builder(backend, opt)
-    measurer = Measurer(task, the_builder, the_runner, log_path, stats)
+    measurer = Measurer(task, the_builder, the_runner, log_path, stats, budget=trials, counted=resumed,
+                        start=read)
     hooks: list[Callback] = [Sync(measurer, stats), *callbacks]
     learner = the_tuner.learner
     if learner is not None and log_path is not None:
         meta = {"workload_key": task.workload.key, "target": str(task.target),
                 "tuner": type(the_tuner).__name__, "model": model_name(learner.model)}
         hooks.append(QualityLog(sidecar_path(log_path), meta))
-    if progress:
+    if show_progress(progress):
         hooks.append(ProgressBar(trials, stats))
     final = Final(None, float("inf"), 0, {})
     try:

@@ -3,8 +3,11 @@
     tuner = RandomTuner(task, space, seed=0)
     tuner.tune(n_trial=64, measure=measure, early_stopping=32, callbacks=[progress])
 
-``measure(candidates)`` returns one :class:`~autosched.runner.measure.MeasureResult` per candidate;
-callbacks are called as ``callback(tuner, candidates, results)`` after every batch. A tuner never
+``measure(candidates)`` returns one :class:`~autosched.runner.measure.MeasureResult` per candidate
+(None for one measured elsewhere); a ``measure`` with a ``reserve(n)`` method (a run sharing its
+log with others, :class:`~autosched.search.measurer.Measurer`) is asked first how many of the
+``n`` programs the batch may measure (0: the trials are done); callbacks are called as
+``callback(tuner, candidates, results)`` after every batch. A tuner never
 proposes a program it has already seen (measured in this run or loaded from a log by
 :meth:`Tuner.load_history`), so a resumed run continues where the last one stopped.
 
@@ -212,14 +215,23 @@ class Tuner:
         count), ``early_stopping`` trials without a better program, ``timeout`` seconds of this
         call, or an exhausted space; :attr:`stop_reason` says which."""
         start = time.monotonic()
+        reserve = getattr(measure, "reserve", None)
         while True:
             reason = self._stop(n_trial, early_stopping, timeout, start)
             if reason:
                 self.stop_reason = reason
                 return
             self.refit_pending()
-            candidates = self.next_batch(min(batch_size, n_trial - self.trials))
+            wanted = min(batch_size, n_trial - self.trials)
+            if reserve is not None and (wanted := reserve(wanted)) == 0:
+                for callback in callbacks:  # other runs measured the rest: take their records in
+                    callback(self, [], [])
+                self.stop_reason = f"{n_trial} trials done"
+                return
+            candidates = self.next_batch(wanted)
             if not candidates:
+                if reserve is not None:
+                    measure([])  # gives the reservation back
                 self.stop_reason = "search space exhausted"
                 return
             answers = measure(candidates)
