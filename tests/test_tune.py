@@ -233,3 +233,15 @@ def test_broken_kernels_cost_one_trial_each_and_tuning_goes_on(tmp_path: Path) -
     assert kinds[:4] == ["RUNTIME_ERROR", "RUN_TIMEOUT", "RUNTIME_ERROR", "WRONG_ANSWER"]
     assert all(r.error_msg for r in records[:4]) and all(r.ok for r in records[4:])
     assert "SIGSEGV" in records[0].error_msg and "SIGABRT" in records[2].error_msg
+
+
+@pytest.mark.parametrize("spaces", [("template", "sketch"), ("sketch", "template")])
+def test_one_log_tuned_in_both_spaces_resumes_with_the_model(tmp_path: Path, spaces: tuple[str, str]) -> None:
+    # template programs carry knob features that sketch programs lack: each space's model must
+    # still read one feature width from a log holding both kinds (was: "different feature widths")
+    task = asc.Task("matmul", (48, 40, 32), target="c -num-threads=1")
+    log = tmp_path / "both.jsonl"
+    asc.tune(task, trials=12, log=log, space=spaces[0], seed=0, option=FAST, remeasure=0)
+    second = asc.tune(task, trials=36, log=log, space=spaces[1], seed=1, option=FAST, remeasure=0)
+    assert second.trials == 36 and second.new_trials == 24
+    check_kernel(task, asc.load_best(log, task))

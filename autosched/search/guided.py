@@ -21,7 +21,6 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from ..runner.measure import MeasureInput
 from ..task import Task
 from .learning import CostModel
 from .space import Candidate, TuningSpace
@@ -98,8 +97,7 @@ class ModelTuner(Tuner):
     def score(self, candidates: Sequence[Candidate]) -> np.ndarray:
         """The model's scores of ``candidates`` (higher: faster)."""
         assert self.learner is not None
-        inputs = [MeasureInput(self.task, c.steps, c.program) for c in candidates]
-        return self.learner.predict(inputs, [c.key for c in candidates])
+        return self.learner.predict([self.model_input(c) for c in candidates], [c.key for c in candidates])
 
     def best_measured(self, n: int) -> list[Candidate]:
         """The ``n`` fastest valid programs of the space measured so far (history included)."""

@@ -148,15 +148,27 @@ class Tuner:
             self.measured.append((cand, res.median))
         if self.learner is not None:
             # a template space's model reads knob values, which programs from elsewhere (the
-            # default schedule measured first) lack: it learns from its own programs only
+            # default schedule measured first, sketches in a shared log) lack: it learns from its
+            # own programs only
             learn = [(c, r) for c, r in zip(candidates, results, strict=True)
                      if self.space.kind != "template" or self.in_space(c)]
-            inputs = [MeasureInput(self.task, c.steps, c.program) for c, _ in learn]
-            self.learner.add(inputs, [r.median for _, r in learn])
+            self.learner.add([self.model_input(c) for c, _ in learn], [r.median for _, r in learn])
+
+    def model_input(self, candidate: Candidate) -> MeasureInput:
+        """``candidate`` as the model reads it: a template program's knob values only in a template
+        space's own model (another space's model reads the loop features alone, so a log holding
+        both kinds of programs trains and queries one model of one feature width)."""
+        program = candidate.program
+        if self.space.kind != "template" and _is_template(candidate):
+            program = {k: v for k, v in (program or {}).items() if k != "knobs"}
+        return MeasureInput(self.task, candidate.steps, program)
 
     def in_space(self, candidate: Candidate) -> bool:
         """Whether ``candidate`` is a program of this tuner's space: not the hand-written default
-        schedule measured first, which the space cannot mutate."""
+        schedule measured first, which the space cannot mutate, nor (in a template space) a program
+        of another space found in a shared log."""
+        if self.space.kind == "template":
+            return _is_template(candidate)
         return not is_default(candidate)
 
     #: draws per requested program before :meth:`sample_new` gives up (the space looks exhausted)
@@ -318,3 +330,8 @@ def make_tuner(
     except ModelUnavailable as err:
         warn(f"{err}; tuning with random search instead of the {name} tuner")
         return RandomTuner(task, space, seed)
+
+
+def _is_template(candidate: Candidate) -> bool:
+    """Whether ``candidate`` is a knob configuration of a template (its program holds knob values)."""
+    return bool(candidate.program) and candidate.program.get("space") == "template"
