@@ -16,7 +16,8 @@ import autosched as asc
 
 Apply = Callable[[asc.Schedule, asc.Workload], None]
 
-_EPILOGUE = ("bias_add", "scale_mul", "residual_add", "mul", "sub", "div", "relu", "gelu", "sigmoid")
+_EPILOGUE = ("bias_add", "scale_mul", "residual_add", "mul", "sub", "div", "relu", "gelu", "sigmoid",
+             "maximum", "clip", "leaky_relu")
 
 NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
     # (N, C, H, W, K, R, S, stride, pad, groups, epilogue)
@@ -43,6 +44,21 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
             ("edge", ("3x5x7", "2,0,1,0,3,2", 0.0, "edge"))],
     "layer_norm": [("even", (8, 16, 1e-5)), ("odd", (5, 13, 1e-3))],
     "softmax_axis": [("even", (2, 8, 8)), ("odd", (3, 7, 5))],
+    # the operators of autosched.graph.layers_conv, layers_pool, layers_resize and layers_tensor
+    "fused_conv": [("3d", ("1x4x4x8x8", "8x4x3x3x3", "1,1,1", "1,1,1,1,1,1", "1,1,1", 1, "bias,add,relu")),
+                   ("1d-odd", ("2x6x13", "6x2x3", "2", "1,2", "2", 3, "clip:0.0:6.0,maximum"))],
+    "fused_conv_transpose": [
+        ("even", ("1x4x4x4", "4x8x4x4", "2,2", "1,1,1,1", "0,0", "1,1", 1, "bias,relu")),
+        ("odd", ("1x4x5x3", "4x1x3x2", "3,2", "0,2,1,0", "1,1", "2,1", 2, "leaky_relu:0.1")),
+    ],
+    "pool": [("max-ceil", ("1x4x9x9", "max", "3,3", "2,2", "0,0,0,0", "1,1", True, False)),
+             ("avg-3d", ("1x3x5x6x7", "avg", "2,2,3", "2,2,2", "0,0,1,0,0,1", "1,1,1", True, False))],
+    "reduce": [("rows", ("8x16", "1", "mean")), ("columns", ("3x7x5", "0,1", "max"))],
+    "slice": [("even", ("4x8x8", "0,0,4", "4,8,8", "1,2,1")), ("odd", ("3x7x5", "1,2,0", "3,7,5", "1,3,2"))],
+    "gather": [("even", (1, 16, 8, 4)), ("odd", (3, 7, 5, 6))],
+    "instance_norm": [("even", (1, 8, 16, 1e-5)), ("odd", (2, 3, 13, 1e-3))],
+    "resize": [("nearest", ("1x2x4x4", "1x2x8x8", "nearest", "asymmetric", "floor")),
+               ("linear", ("1x3x5x6", "1x3x7x4", "linear", "half_pixel", "round_prefer_floor"))],
 }
 
 

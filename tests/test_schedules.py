@@ -34,7 +34,9 @@ BUILTIN_OPERATORS = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_n
                      # the network workloads of autosched.graph (their recipes: graph_schedule_cases)
                      "fused_conv2d", "fused_conv2d_packed", "fused_dense", "fused_batch_matmul",
                      "fused_elementwise",
-                     "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis"}
+                     "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis",
+                     "fused_conv", "fused_conv_transpose", "pool", "reduce", "slice", "gather",
+                     "instance_norm", "resize"}
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,16 @@
     net = asc.build_network(graph, log="model.jsonl")
 """
 
-from . import fused, packed_template  # noqa: F401  (importing registers the fused workloads, a template)
+# importing registers the workloads of the network operators and a template
+from . import (  # noqa: F401
+    fused,
+    layers_conv,
+    layers_pool,
+    layers_resize,
+    layers_tensor,
+    layers_transposed,
+    packed_template,
+)
 from .fusion import Group, TaskInfo, extract_tasks, fuse
 from .ir import Graph, GraphBuilder, GraphError, Node
 from .network import Network, build_network, network_tasks

@@ -3,8 +3,9 @@
 An epilogue is a comma-separated string of steps applied in order to a tensor ``y`` whose channel
 axis is ``axis``: ``bias`` (``y + b[channel]``, one new input of shape (channels,)), ``scale``
 (``y * s[channel]``, the same), ``add`` (``y + r``, a residual input of y's shape), ``mul``,
-``sub`` and ``div`` (``y * r``, ``y - r``, ``y / r``, the same), ``relu``, ``gelu`` (the erf
-form) and ``sigmoid``.
+``sub``, ``div``, ``maximum``, ``minimum`` and ``pow`` (``y * r``, ``y - r``, ``y / r``,
+``max(y, r)``, ``min(y, r)``, ``y ** r``, the same), ``relu``, ``gelu`` (the erf form),
+``sigmoid``, and the functions of :mod:`.epilogue_fns`, parameters after colons (``clip:0.0:6.0``).
 ``"bias,add,relu"`` is a ResNet block's tail. The te builder and the numpy reference of a step are
 written independently: the reference never reads the te DAG.
 """
@@ -22,28 +23,31 @@ from .. import expr as te
 from ..expr import Expr, Tensor
 from ..schedule import Schedule, create_schedule
 from ..target import Target
+from .epilogue_fns import FUNCTIONS, split
 
 #: the steps an epilogue may hold, and whether each one reads an extra input
 STEPS: dict[str, bool] = {
     "bias": True, "scale": True, "add": True, "mul": True, "sub": True, "div": True,
-    "relu": False, "gelu": False, "sigmoid": False,
+    "maximum": True, "minimum": True, "pow": True, "relu": False, "gelu": False, "sigmoid": False,
 }
 #: the steps reading one value per channel: (their input's name, their stage's name)
 _PER_CHANNEL = {"bias": ("bias", "bias_add"), "scale": ("scale", "scale_mul")}
 #: the steps reading a tensor of the output's shape: (their input's name, their stage's name)
 _FULL = {"add": ("residual", "residual_add"), "mul": ("operand", "mul"), "sub": ("operand", "sub"),
-         "div": ("operand", "div")}
+         "div": ("operand", "div"), "maximum": ("operand", "maximum"), "minimum": ("operand", "minimum"),
+         "pow": ("operand", "pow")}
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "bias": operator.add, "scale": operator.mul, "add": operator.add, "mul": operator.mul,
-    "sub": operator.sub, "div": operator.truediv,
+    "sub": operator.sub, "div": operator.truediv, "maximum": te.max, "minimum": te.min, "pow": te.pow,
 }
 #: the same steps in numpy, for the reference
 _NUMPY = {"bias": np.add, "scale": np.multiply, "add": np.add, "mul": np.multiply, "sub": np.subtract,
-          "div": np.divide}
+          "div": np.divide, "maximum": np.maximum, "minimum": np.minimum, "pow": np.power}
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _STAGE_PREFIXES = (
-    *(v[1] for v in (*_PER_CHANNEL.values(), *_FULL.values())), *(s for s in STEPS if not STEPS[s])
+    *(v[1] for v in (*_PER_CHANNEL.values(), *_FULL.values())), *(s for s in STEPS if not STEPS[s]),
+    *FUNCTIONS,
 )
 
 
@@ -51,17 +55,20 @@ def parse(epilogue: str) -> list[str]:
     """The steps of ``epilogue`` (``""`` is none); raise ``ValueError`` naming an unknown step."""
     steps = [s for s in epilogue.split(",") if s] if epilogue else []
     for s in steps:
-        if s not in STEPS:
-            raise ValueError(f"epilogue step {s!r} is not one of {', '.join(STEPS)}")
+        if s not in STEPS and split(s) is None:
+            raise ValueError(f"epilogue step {s!r} is not one of {', '.join([*STEPS, *FUNCTIONS])}")
     return steps
 
 
 def extra_inputs(epilogue: str) -> int:
-    """How many input arrays the epilogue reads (one per ``bias`` or ``add`` step)."""
-    return sum(STEPS[s] for s in parse(epilogue))
+    """How many input arrays the epilogue reads (one per ``bias``, ``add``, ``mul``... step)."""
+    return sum(STEPS.get(s, False) for s in parse(epilogue))
 
 
 def _unary(step: str, x: Expr, dtype: str) -> Expr:
+    fn = split(step)
+    if fn is not None:
+        return FUNCTIONS[fn[0]].build(x, dtype, fn[1])
     if step == "relu":
         return te.max(x, te.const(0, dtype))
     if step == "sigmoid":
@@ -95,7 +102,8 @@ def build(y: Tensor, epilogue: str, axis: int) -> tuple[list[Tensor], Tensor]:
             out = te.compute(shape, lambda *ix, p=prev, r=r, f=_ARITH[step]: f(p[ix], r[ix]),
                              name=f"{stage}{i}")
         else:
-            out = te.compute(shape, lambda *ix, p=prev, s=step: _unary(s, p[ix], dtype), name=f"{step}{i}")
+            stage = step.split(":")[0]
+            out = te.compute(shape, lambda *ix, p=prev, s=step: _unary(s, p[ix], dtype), name=f"{stage}{i}")
     return inputs, out
 
 
@@ -121,6 +129,8 @@ def reference(y: np.ndarray, epilogue: str, axis: int, extras: Sequence[np.ndarr
             out = _NUMPY[step](out, queue.pop(0).reshape(view))
         elif step in _FULL:
             out = _NUMPY[step](out, queue.pop(0))
+        elif (fn := split(step)) is not None:
+            out = FUNCTIONS[fn[0]].numpy(out, fn[1])
         elif step == "relu":
             out = np.maximum(out, 0)
         elif step == "sigmoid":

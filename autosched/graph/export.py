@@ -1,6 +1,9 @@
 """A whole network as one standalone C library: ``autosched export MODEL.onnx --log LOG --out DIR``.
 
-    model.h / model.c    int model_run(const float *const *inputs, float *const *outputs, void *workspace)
+    model.h / model.c    int model_run(const model_input_t *const *inputs, float *const *outputs,
+                                   void *workspace)
+                         (model_input_t is float, or void where an input is int64 token ids:
+                         model.h lists each input's C type)
     kernelN.c            one file per task: its best program from the log (else the default
                          schedule), scratch taken from the workspace
     weights.c            the constants as one C array (or ``weights.bin``, a float32 blob the
@@ -21,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..database.apply import find_best
+from ..dtypes import dtype as dtype_info
 from ..ops import Workload
 from ..ops.schedules import default_schedule
 from ..records.export import write_files
@@ -30,7 +34,7 @@ from .export_text import MAIN_C, makefile, model_h
 from .fusion import Group, fuse
 from .ir import Graph, GraphError
 from .layout import for_target
-from .network import network_tasks
+from .network import input_dtype, network_tasks
 from .plan import Plan, kernel_source, plan_memory
 
 
@@ -43,6 +47,8 @@ class NetworkExport:
     tuned: int
     tasks: int
     blob: bytes | None = None
+    #: the element type of each input as model_run takes it (float32, or int64 for token ids)
+    input_dtypes: tuple[str, ...] = ()
 
 
 def _kernels(
@@ -108,7 +114,7 @@ class _ModelC:
             return f"outputs[{g.outputs.index(value)}]"
         root = self.plan.roots.get(value, value)
         if root in g.inputs:
-            return f"((float*)inputs[{g.inputs.index(root)}])"
+            return f"(({dtype_info(input_dtype(g, root)).c_name}*)inputs[{g.inputs.index(root)}])"
         if root in g.constants:
             return f"((float*)(model_weights + {self.weights[root]}))"
         if root in g.outputs:
@@ -139,12 +145,14 @@ class _ModelC:
         return lines
 
     def text(self, steps: list[Group], kernels: dict[Workload, tuple[str, int]]) -> str:
-        protos = [f"int {name}({', '.join(['float*'] * (len(wl.inputs) + 1))}, unsigned char*);"
-                  for wl, (name, _) in kernels.items()]
+        protos = []
+        for wl, (name, _) in kernels.items():
+            params = [f"{dtype_info(t.dtype).c_name}*" for t in (*wl.inputs, *wl.outputs)]
+            protos.append(f"int {name}({', '.join(params)}, unsigned char*);")
         body = [line for i, g in enumerate(steps) for line in self.step(i, g, kernels)]
         return "\n".join([
-            '#include <string.h>\n#include "model.h"\n', *protos, "",
-            "int model_run(const float* const* inputs, float* const* outputs, void* workspace) {",
+            '#include <stdint.h>\n#include <string.h>\n#include "model.h"\n', *protos, "",
+            "int model_run(const model_input_t* const* inputs, float* const* outputs, void* workspace) {",
             "  unsigned char* ws = (unsigned char*)workspace;",
             "  (void)inputs; (void)ws;",
             *body, "  return 0;", "}", "",
@@ -174,17 +182,20 @@ def export_network(
     files["main.c"] = MAIN_C
     files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)
     blob = flat.astype("<f4").tobytes() if weights == "blob" else None
-    return NetworkExport(files, plan, tuned, len(kernels), blob)
+    types = tuple(input_dtype(graph, v) for v in graph.inputs)
+    return NetworkExport(files, plan, tuned, len(kernels), blob, types)
 
 
 def write_network(export: NetworkExport, out_dir: str | os.PathLike[str], samples: list[np.ndarray],
                   references: list[np.ndarray]) -> Path:
-    """Write the files (and weights.bin), the sample inputs (``inputN.bin``) and reference outputs
-    (``referenceN.bin``)."""
+    """Write the files (and weights.bin), the sample inputs (``inputN.bin``: float32, or int64 for
+    token ids) and reference outputs (``referenceN.bin``, float32)."""
     out = write_files(export.files, Path(out_dir))
     if export.blob is not None:
         (out / "weights.bin").write_bytes(export.blob)
-    for kind, arrays in (("input", samples), ("reference", references)):
-        for i, a in enumerate(arrays):
-            (out / f"{kind}{i}.bin").write_bytes(np.ascontiguousarray(a, dtype=np.float32).tobytes())
+    types = export.input_dtypes or ("float32",) * len(samples)
+    for i, (a, kind) in enumerate(zip(samples, types, strict=True)):
+        (out / f"input{i}.bin").write_bytes(np.ascontiguousarray(a, dtype=kind).tobytes())
+    for i, a in enumerate(references):
+        (out / f"reference{i}.bin").write_bytes(np.ascontiguousarray(a, dtype=np.float32).tobytes())
     return out

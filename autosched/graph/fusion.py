@@ -1,12 +1,14 @@
 """Operator fusion (the TVM paper's rules) and task extraction.
 
-A complex operator (conv2d, dense, batch_matmul) absorbs the chain of elementwise operators that
-follows it (bias add, per-channel scale, residual add, mul, sub, div, ReLU, GELU, sigmoid; a sub or
-div only when the chain's value is its first operand) while each link has exactly one reader
+A complex operator (conv2d, conv of any rank, conv_transpose, dense, batch_matmul) absorbs the
+chain of elementwise operators that follows it (bias add, per-channel scale, residual add, mul,
+sub, div, maximum, minimum, pow, ReLU, GELU, sigmoid and the functions of ``unary``; a sub, div or
+pow only when the chain's value is its first operand) while each link has exactly one reader
 and is not a graph output: the chain becomes the epilogue of one fused workload. An elementwise
 chain that follows no complex operator is one ``fused_elementwise`` workload; pooling and softmax
-(any axis), layer norm, transpose, pad and broadcast are workloads of their own; reshape and concat
-are done by the network runtime (a view, a copy).
+(any axis), layer and instance norm, reductions, resize, slice, gather, transpose, pad and
+broadcast are workloads of their own; reshape and concat are done by the network runtime (a view,
+a copy).
 Identical workloads are one task whose weight is how often it occurs.
 """
 
@@ -20,13 +22,14 @@ from dataclasses import dataclass
 from ..ops import Workload, get_workload
 from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node, Shape
 from .layers import shape_text, view3
+from .layers_tensor import canonical_reduce
 from .layout import BLOCK_ATTR, for_target
 
 #: the channel axis of each anchor's output (where a bias broadcasts)
-_CHANNEL_AXIS = {"conv2d": 1, "dense": 1, "batch_matmul": 2}
+_CHANNEL_AXIS = {"conv2d": 1, "conv": 1, "conv_transpose": 1, "dense": 1, "batch_matmul": 2}
 _STEP = {"bias_add": "bias", "scale": "scale", **{op: op for op in ELEMENTWISE_OPS - PER_CHANNEL_OPS}}
 #: elementwise operators whose chained value must be the first operand
-_ORDERED = frozenset({"sub", "div"})
+_ORDERED = frozenset({"sub", "div", "pow"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,11 @@ def _chain(
 
 
 def _epilogue(nodes: list[Node]) -> str:
-    return ",".join(_STEP[n.op] for n in nodes)
+    return ",".join(n.attr("step") if n.op == "unary" else _STEP[n.op] for n in nodes)
+
+
+def _ints(values: tuple[int, ...]) -> str:
+    return ",".join(map(str, values))
 
 
 def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
@@ -90,6 +97,14 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
             return get_workload("fused_conv2d_packed", (*args, graph.dtype))
         args = (n, c, h, w, k, r, s, stride, pad, node.attr("groups"), epilogue)
         return get_workload("fused_conv2d", (*args, graph.dtype))
+    if node.op in ("conv", "conv_transpose"):
+        data, weight = shape_text(shape[node.inputs[0]]), shape_text(shape[node.inputs[1]])
+        window = [_ints(node.attr("strides")), _ints(node.attr("pads"))]
+        if node.op == "conv_transpose":
+            window.append(_ints(node.attr("output_padding")))
+        window.append(_ints(node.attr("dilations")))
+        args = (data, weight, *window, node.attr("groups"), epilogue, graph.dtype)
+        return get_workload(f"fused_{node.op}", args)
     if node.op == "dense":
         (m, k), (n, _) = shape[node.inputs[0]], shape[node.inputs[1]]
         return get_workload("fused_dense", (m, n, k, epilogue, graph.dtype))
@@ -155,6 +170,46 @@ def _broadcast(graph: Graph, node: Node, shape: Shape) -> Workload:
     out = graph.shapes[node.output]
     ranked = (1,) * (len(out) - len(shape)) + shape
     return get_workload("broadcast_to", (shape_text(ranked), shape_text(out), graph.dtype))
+
+
+@single_op("pool")
+def _pool(graph: Graph, node: Node, shape: Shape) -> Workload:
+    window = [_ints(node.attr(k)) for k in ("kernel", "strides", "pads", "dilations")]
+    flags = (node.attr("ceil_mode"), node.attr("count_include_pad"))
+    return get_workload("pool", (shape_text(shape), node.attr("kind"), *window, *flags, graph.dtype))
+
+
+@single_op("reduce", "global_pool")
+def _reduce(graph: Graph, node: Node, shape: Shape) -> Workload:
+    dims, axes = canonical_reduce(shape, node.attr("axes"))
+    return get_workload("reduce", (shape_text(dims), _ints(axes), node.attr("kind"), graph.dtype))
+
+
+@single_op("slice")
+def _slice(graph: Graph, node: Node, shape: Shape) -> Workload:
+    out = graph.shapes[node.output]
+    starts, steps = node.attr("starts"), node.attr("steps")
+    ends = tuple(b + (n - 1) * s + 1 for b, n, s in zip(starts, out, steps, strict=True))
+    return get_workload("slice", (shape_text(shape), _ints(starts), _ints(ends), _ints(steps), graph.dtype))
+
+
+@single_op("gather")
+def _gather(graph: Graph, node: Node, shape: Shape) -> Workload:
+    outer, n, inner = view3(shape, node.attr("axis"))
+    return get_workload("gather", (outer, n, inner, math.prod(graph.shapes[node.inputs[1]]), graph.dtype))
+
+
+@single_op("instance_norm")
+def _instance_norm(graph: Graph, node: Node, shape: Shape) -> Workload:
+    args = (shape[0], shape[1], math.prod(shape[2:]), node.attr("eps"), graph.dtype)
+    return get_workload("instance_norm", args)
+
+
+@single_op("resize")
+def _resize(graph: Graph, node: Node, shape: Shape) -> Workload:
+    modes = (node.attr("mode"), node.attr("coordinates"), node.attr("nearest_mode"))
+    out = shape_text(graph.shapes[node.output])
+    return get_workload("resize", (shape_text(shape), out, *modes, graph.dtype))
 
 
 def _single_workload(graph: Graph, node: Node) -> Workload:

@@ -34,7 +34,8 @@ def shape_text(shape: tuple[int, ...]) -> str:
     return "x".join(str(d) for d in shape)
 
 
-def _ints(text: str, what: str) -> tuple[int, ...]:
+def int_list(text: str, what: str) -> tuple[int, ...]:
+    """The ints written as ``'0,2,1'`` (``''``: none); ``ValueError`` naming ``what`` otherwise."""
     try:
         return tuple(int(v) for v in text.split(",")) if text else ()
     except ValueError:
@@ -42,14 +43,14 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
 
 def _perm(shape: str, perm: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    src, order = dims(shape), _ints(perm, "transpose: permutation")
+    src, order = dims(shape), int_list(perm, "transpose: permutation")
     if sorted(order) != list(range(len(src))):
         raise ValueError(f"transpose: {perm!r} is not a permutation of the {len(src)} axes of {shape!r}")
     return src, order
 
 
 def _transpose_ref(data: np.ndarray, *, perm: str) -> np.ndarray:
-    return np.transpose(data, _ints(perm, "permutation")).copy()
+    return np.transpose(data, int_list(perm, "permutation")).copy()
 
 
 def _no_flops(*_: object) -> int:
@@ -93,7 +94,7 @@ PAD_MODES = ("constant", "reflect", "edge")
 
 def pad_edges(shape: str, pads: str, mode: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(the shape, the begins, the ends) of a :func:`pad`; ``ValueError`` for what it cannot do."""
-    src, widths = dims(shape), _ints(pads, "pad: pads")
+    src, widths = dims(shape), int_list(pads, "pad: pads")
     if len(widths) != 2 * len(src) or min(widths) < 0:
         raise ValueError(f"pad: pads {pads!r} must be {2 * len(src)} non-negative ints (begins, then ends)")
     begin, end = widths[: len(src)], widths[len(src) :]
@@ -106,7 +107,7 @@ def pad_edges(shape: str, pads: str, mode: str) -> tuple[tuple[int, ...], tuple[
 
 def _pad_ref(data: np.ndarray, *, pads: str, value: float, mode: str) -> np.ndarray:
     rank = data.ndim
-    widths = _ints(pads, "pads")
+    widths = int_list(pads, "pads")
     edges = list(zip(widths[:rank], widths[rank:], strict=True))
     if mode == "edge":
         return np.pad(data, edges, mode="edge")
