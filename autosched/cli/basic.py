@@ -15,6 +15,7 @@ import numpy as np
 
 from ..driver import build
 from ..expr import static_shape
+from ..graph.onnx_doc import table_markdown, table_text
 from ..ops import Workload, get_workload, list_workloads
 from ..ops.schedules import default_schedule
 from ..records import best_record
@@ -40,8 +41,6 @@ def parse_value(text: str) -> object:
 
 def cmd_ops(args: argparse.Namespace) -> int:
     if args.onnx or args.markdown:
-        from ..graph.onnx_table import table_markdown, table_text
-
         print(table_markdown() if args.markdown else table_text(), end="")
         return 0
     for info in list_workloads():

@@ -6,8 +6,10 @@
                          model.h lists each input's C type)
     kernelN.c            one file per task: its best program from the log (else the default
                          schedule), scratch taken from the workspace
-    weights.c            the constants as one C array (or ``weights.bin``, a float32 blob the
-                         application hands to ``model_set_weights`` before ``model_run``)
+    weights.c            the constants as one C array, or (``weights.bin``) a float32 blob the
+                         application hands to ``model_set_weights`` before ``model_run``; by
+                         default a blob above :data:`BLOB_BYTES` (a C array of megabytes of
+                         numbers is slow to compile: ResNet-18's took 72 s), a C array below
     main.c, Makefile     ``make run`` builds, checks the outputs against reference files and times it
 
 ``model_run`` allocates nothing: intermediate tensors and kernel scratch live in the caller's
@@ -38,6 +40,14 @@ from .network import input_dtype, network_tasks
 from .plan import Plan, kernel_source, plan_memory
 
 
+#: float32 bytes of constants above which ``weights="auto"`` writes them as weights.bin: a C array
+#: of 1 MiB of floats is a ~3 MB source that compiles in about a second, well below the kernels
+BLOB_BYTES = 1 << 20
+
+#: what ``export_network``'s ``weights`` accepts
+WEIGHT_FORMS = ("auto", "c", "blob")
+
+
 @dataclass(frozen=True, slots=True)
 class NetworkExport:
     """The files of an exported network, its workspace plan and how many tasks came from the log."""
@@ -49,6 +59,9 @@ class NetworkExport:
     blob: bytes | None = None
     #: the element type of each input as model_run takes it (float32, or int64 for token ids)
     input_dtypes: tuple[str, ...] = ()
+    #: how the weights were written (``c`` or ``blob``) and why, in words
+    weights: str = "c"
+    weights_why: str = ""
 
 
 def _kernels(
@@ -83,10 +96,36 @@ def _flat_weights(graph: Graph) -> tuple[np.ndarray, dict[str, int]]:
     return (np.concatenate(chunks) if chunks else np.zeros(1, np.float32)), offsets
 
 
-def _weights_c(graph: Graph, flat: np.ndarray) -> str:
-    bad = [name for name, arr in graph.constants.items() if not np.isfinite(arr).all()]
+def _not_finite(graph: Graph) -> list[str]:
+    """The constants holding NaN or infinity (which C source cannot spell as numbers)."""
+    return [name for name, arr in graph.constants.items() if not np.isfinite(arr).all()]
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 20):.2f} MiB"
+
+
+def _choose_weights(graph: Graph, flat: np.ndarray, weights: str) -> tuple[str, str]:
+    """The form of the weights (``c`` or ``blob``) for ``weights`` (``auto`` chooses), and why."""
+    size, limit = _mib(4 * flat.size), _mib(BLOB_BYTES)
+    if weights == "blob":
+        return "blob", f"as asked ({size} of constants)"
+    if weights == "c":
+        slow = f"; above {limit} it compiles slowly: --weights blob" if 4 * flat.size > BLOB_BYTES else ""
+        return "c", f"as asked ({size} of constants{slow})"
+    bad = _not_finite(graph)
     if bad:
-        raise ValueError(f"constants {bad[:3]} hold NaN or infinity: cannot write them as C numbers")
+        return "blob", f"constants {bad[:3]} hold NaN or infinity, which C source cannot spell"
+    if 4 * flat.size > BLOB_BYTES:
+        return "blob", f"{size} of constants, above the {limit} a C array compiles fast"
+    return "c", f"{size} of constants, at most the {limit} above which they go to weights.bin"
+
+
+def _weights_c(graph: Graph, flat: np.ndarray) -> str:
+    bad = _not_finite(graph)
+    if bad:
+        raise ValueError(f"constants {bad[:3]} hold NaN or infinity: cannot write them as C numbers "
+                         "(export them with --weights blob)")
     rows = [", ".join(f"{v!r}f" for v in flat[i : i + 8].tolist())
             for i in range(0, flat.size, 8)]
     body = ",\n  ".join(rows)
@@ -161,12 +200,13 @@ class _ModelC:
 
 def export_network(
     graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c", portable: bool = False,
-    weights: str = "c",
+    weights: str = "auto",
 ) -> NetworkExport:
     """The C library files of ``graph`` with each task's best program in ``log``; ``weights`` ``c``
-    (a C array in weights.c) or ``blob`` (weights.bin, handed over by ``model_set_weights``)."""
-    if weights not in ("c", "blob"):
-        raise ValueError(f"weights must be 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
+    (a C array in weights.c), ``blob`` (weights.bin, handed over by ``model_set_weights``) or
+    ``auto`` (a blob above :data:`BLOB_BYTES` of constants or where one is not finite, else C)."""
+    if weights not in WEIGHT_FORMS:
+        raise ValueError(f"weights must be 'auto', 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
     if graph.dtype != "float32":
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = Target.parse(target)
@@ -176,6 +216,7 @@ def export_network(
     scratch = [kernels[g.workload][1] if g.workload is not None else 0 for g in steps]
     plan = plan_memory(graph, steps, scratch)
     flat, offsets = _flat_weights(graph)
+    weights, why = _choose_weights(graph, flat, weights)
     files["weights.c"] = _weights_c(graph, flat) if weights == "c" else BLOB_C
     files["model.c"] = _ModelC(graph, plan, offsets).text(steps, kernels)
     files["model.h"] = model_h(graph, plan, flat.size if weights == "blob" else None)
@@ -183,7 +224,7 @@ def export_network(
     files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)
     blob = flat.astype("<f4").tobytes() if weights == "blob" else None
     types = tuple(input_dtype(graph, v) for v in graph.inputs)
-    return NetworkExport(files, plan, tuned, len(kernels), blob, types)
+    return NetworkExport(files, plan, tuned, len(kernels), blob, types, weights, why)
 
 
 def write_network(export: NetworkExport, out_dir: str | os.PathLike[str], samples: list[np.ndarray],

@@ -1,8 +1,9 @@
-"""Rewrites of an ONNX node list before import: patterns that become one graph operator.
+"""Rewrites of an ONNX node list before import (after :mod:`.onnx_fold` made every value it could
+a constant): patterns that become one graph operator.
 
-The erf-form GELU subgraph becomes one Gelu node; a BatchNormalization after a Conv is folded into
-its weights; a zero Pad of the spatial axes before a Conv becomes the Conv's padding; elementwise
-arithmetic on constants only is computed at import.
+The erf-form GELU subgraph becomes one Gelu node; a BatchNormalization after a Conv or a
+ConvTranspose (of any rank) is folded into its weights; a zero Pad of the spatial axes before a
+Conv becomes the Conv's padding.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class OnnxNode:
     inputs: list[str]
     outputs: list[str]
     attrs: dict[str, Any] = field(default_factory=dict)
+    proto: Any = None  # the onnx.NodeProto it was read from (None for a node a rewrite made)
 
 
 def _scalar(consts: dict[str, np.ndarray], name: str, value: float) -> bool:
@@ -72,50 +74,51 @@ def find_gelu(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> list[Onnx
     return [n for n in nodes if id(n) not in dropped]
 
 
-def fold_batch_norm(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> list[OnnxNode]:
-    """Nodes with each BatchNormalization that follows a Conv (its only reader) folded into it."""
+def _channel_scale(conv: OnnxNode, weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``weight`` of ``conv`` with each output channel multiplied by ``scale``: axis 0 of a Conv's
+    weight (K, C/g, ...); of a ConvTranspose's (C, K/g, ...) the output channel of ``w[c, j]`` is
+    ``(c // (C/g)) * (K/g) + j``."""
+    spatial = (None,) * (weight.ndim - 2)
+    if conv.op == "Conv":
+        return weight * scale[(slice(None), None, *spatial)]
+    groups = int(conv.attrs.get("group", 1))
+    c, kg = weight.shape[:2]
+    channel = (np.arange(c)[:, None] // (c // groups)) * kg + np.arange(kg)[None, :]
+    return weight * scale[channel][(slice(None), slice(None), *spatial)]
+
+
+def fold_batch_norm(
+    nodes: list[OnnxNode], consts: dict[str, np.ndarray], outputs: frozenset[str] = frozenset()
+) -> list[OnnxNode]:
+    """Nodes with each inference BatchNormalization that follows a Conv or ConvTranspose (its only
+    reader, and not a graph output; constant weights and parameters) folded into its weights and bias."""
     producer = {o: n for n in nodes for o in n.outputs}
-    readers: dict[str, int] = {}
+    readers: dict[str, int] = dict.fromkeys(outputs, 1)
     for n in nodes:
         for v in n.inputs:
             readers[v] = readers.get(v, 0) + 1
     kept = []
     for n in nodes:
         conv = producer.get(n.inputs[0]) if n.op == "BatchNormalization" and n.inputs else None
-        if conv is None or conv.op != "Conv" or readers.get(n.inputs[0], 0) != 1:
+        foldable = (
+            conv is not None and conv.op in ("Conv", "ConvTranspose") and readers.get(n.inputs[0], 0) == 1
+            and not n.attrs.get("training_mode", 0) and len([o for o in n.outputs if o]) == 1
+            and all(v in consts for v in n.inputs[1:5]) and conv.inputs[1] in consts
+            and (len(conv.inputs) < 3 or not conv.inputs[2] or conv.inputs[2] in consts)
+        )
+        if conv is None or not foldable:
             kept.append(n)
             continue
-        if not all(v in consts for v in n.inputs[1:5]) or conv.inputs[1] not in consts:
-            raise GraphError(
-                f"BatchNormalization node {n.name!r}: its parameters and the Conv's weight must be constants"
-            )
         gamma, beta, mean, var = (consts[v].astype(np.float64) for v in n.inputs[1:5])
         scale = gamma / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
         weight = consts[conv.inputs[1]].astype(np.float64)
         bias = consts[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
         wname, bname = f"{conv.name}.folded_weight", f"{conv.name}.folded_bias"
         dtype = consts[conv.inputs[1]].dtype  # the model's type
-        consts[wname] = (weight * scale[:, None, None, None]).astype(dtype)
+        consts[wname] = _channel_scale(conv, weight, scale).astype(dtype)
         consts[bname] = ((bias - mean) * scale + beta).astype(dtype)
         conv.inputs = [conv.inputs[0], wname, bname]
         conv.outputs = [n.outputs[0]]
-    return kept
-
-
-
-
-_ARITH = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
-
-
-def fold_constants(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> list[OnnxNode]:
-    """Nodes with each Add/Sub/Mul/Div of constants only computed now (its output a constant)."""
-    kept = []
-    for n in nodes:
-        if n.op in _ARITH and len(n.inputs) == 2 and all(v in consts for v in n.inputs):
-            a, b = (consts[v] for v in n.inputs)
-            consts[n.outputs[0]] = _ARITH[n.op](a, b).astype(np.result_type(a, b))
-        else:
-            kept.append(n)
     return kept
 
 
@@ -123,15 +126,16 @@ def fold_constants(nodes: list[OnnxNode], consts: dict[str, np.ndarray]) -> list
 PAD_MODES = ("constant", "reflect", "edge")
 
 
-def pad_widths(n: OnnxNode, consts: dict[str, np.ndarray]) -> tuple[list[int], float, str]:
-    """A Pad node's widths (all begins, then all ends), fill value (constant mode) and mode;
-    GraphError (its message without the node) for a form autosched does not run."""
+def pad_widths(
+    n: OnnxNode, consts: dict[str, np.ndarray], rank: int | None = None
+) -> tuple[list[int], float, str]:
+    """A Pad node's widths (all begins, then all ends, of every axis of its ``rank``-axis input),
+    fill value (constant mode) and mode; GraphError (its message without the node) for a form
+    autosched does not run."""
     raw = n.attrs.get("mode", b"constant")
     mode = raw.decode() if isinstance(raw, bytes) else str(raw)
     if mode not in PAD_MODES:
         raise GraphError(f"mode {mode!r} is not supported (only {', '.join(PAD_MODES)})")
-    if len(n.inputs) > 3 and n.inputs[3]:
-        raise GraphError("the 'axes' input is not supported")
     if len(n.inputs) < 2 or n.inputs[1] not in consts:
         raise GraphError("the pads must be a constant")
     fill = None
@@ -140,33 +144,45 @@ def pad_widths(n: OnnxNode, consts: dict[str, np.ndarray]) -> tuple[list[int], f
             raise GraphError("the constant_value must be a constant")
         fill = consts[n.inputs[2]]
     value = float(fill.reshape(-1)[0]) if fill is not None and fill.size and mode == "constant" else 0.0
-    return [int(p) for p in consts[n.inputs[1]].reshape(-1)], value, mode
+    widths = [int(p) for p in consts[n.inputs[1]].reshape(-1)]
+    if len(n.inputs) > 3 and n.inputs[3]:
+        if n.inputs[3] not in consts or rank is None:
+            raise GraphError("the axes must be a constant")
+        axes = [int(a) + rank if a < 0 else int(a) for a in consts[n.inputs[3]].reshape(-1)]
+        if len(widths) != 2 * len(axes):
+            raise GraphError(f"pads {widths} must be 2 ints per axis of {axes}")
+        full = [0] * 2 * rank
+        for i, a in enumerate(axes):
+            full[a], full[rank + a] = widths[i], widths[len(axes) + i]
+        widths = full
+    return widths, value, mode
 
 
 def fold_pad(nodes: list[OnnxNode], consts: dict[str, np.ndarray], outputs: set[str]) -> list[OnnxNode]:
-    """Nodes with each zero Pad of a 4-D tensor's two spatial axes, equal on all four sides, read
-    only by a Conv with equal explicit pads (and not a graph output), folded into the Conv's pads."""
+    """Nodes with each zero Pad of spatial axes only, read only by a Conv (and not a graph output),
+    folded into the Conv's explicit pads where they come out equal on every side."""
     readers: dict[str, list[OnnxNode]] = {}
     for n in nodes:
         for v in n.inputs:
             readers.setdefault(v, []).append(n)
     dropped: set[int] = set()
     for n in nodes:
-        users = readers.get(n.outputs[0], []) if n.op == "Pad" and n.outputs[0] not in outputs else []
+        plain = n.op == "Pad" and n.outputs[0] not in outputs and not (len(n.inputs) > 3 and n.inputs[3])
+        users = readers.get(n.outputs[0], []) if plain else []
         if len(users) != 1 or users[0].op != "Conv" or users[0].inputs[0] != n.outputs[0]:
             continue
         try:
             widths, value, mode = pad_widths(n, consts)
         except GraphError as e:
             raise GraphError(f"Pad node {n.name!r}: {e}") from None
-        conv = users[0]
-        pads = list(conv.attrs.get("pads", [0, 0, 0, 0]))
+        conv, rank = users[0], len(widths) // 2
+        pads = list(conv.attrs.get("pads", [0] * 2 * (rank - 2)))
         auto = conv.attrs.get("auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET")
-        spatial = len(widths) == 8 and widths[:2] == [0, 0] and widths[4:6] == [0, 0]
-        equal = len({*widths[2:4], *widths[6:]}) == 1 and len(set(pads)) == 1
-        if mode != "constant" or value != 0.0 or not auto or not spatial or not equal:
+        spatial = rank > 2 and widths[:2] == [0, 0] and widths[rank : rank + 2] == [0, 0]
+        total = [p + w for p, w in zip(pads, widths[2:rank] + widths[rank + 2 :], strict=False)]
+        if mode != "constant" or value != 0.0 or not auto or not spatial or len(set(total)) != 1:
             continue
-        conv.attrs["pads"] = [pads[0] + widths[2]] * 4
+        conv.attrs["pads"] = total
         conv.inputs = [n.inputs[0], *conv.inputs[1:]]
         dropped.add(id(n))
     return [n for n in nodes if id(n) not in dropped]
