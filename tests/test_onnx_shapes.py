@@ -188,3 +188,21 @@ def test_shapes_onnx_inference_cannot_give_come_from_the_builder() -> None:
     graph = asc.from_onnx(proto)
     assert [n.op for n in graph.nodes] == ["relu", "reshape"]
     assert graph.shapes[graph.outputs[0]] == (2, 60)
+
+
+@pytest.mark.requires("gcc")
+def test_gather_elements_on_constants_folds_with_fewer_indices_than_data() -> None:
+    # transformers' BERT embeddings: a (1, 512) buffer of position ids read at (1, 128) indices,
+    # which onnx's reference evaluator cannot compute
+    table = np.arange(512, dtype=I64).reshape(1, 512) * 3
+    index = np.arange(128, dtype=I64).reshape(1, 128)[:, ::-1].copy()
+    index[0, 0] = -1  # counted from the end
+    x = rand(1, 128)
+    nodes = [node("GatherElements", ["table", "index"], ["picked"], axis=1),
+             node("Cast", ["picked"], ["f"], to=1), node("Add", ["x", "f"], ["y"])]
+    proto = model(nodes, {"x": x}, ["y"], {"table": table, "index": index})
+    graph = asc.from_onnx(proto)
+    want = np.take_along_axis(table, np.where(index < 0, index + 512, index), axis=1).astype(np.float32)
+    added = [v for v in graph.constants.values() if v.shape == (1, 128) or v.size == 128]
+    assert any(np.array_equal(v.reshape(1, 128), want) for v in added)
+    compare(proto, {"x": x})

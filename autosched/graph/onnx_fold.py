@@ -137,6 +137,11 @@ def _reshape(n: OnnxNode, x: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return x.reshape(dims)
 
 
+def _gather_elements(n: OnnxNode, x: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    axis = int(n.attrs.get("axis", 0)) % max(x.ndim, 1)
+    return np.take_along_axis(x, np.where(indices < 0, indices + x.shape[axis], indices), axis=axis)
+
+
 def _cast(n: OnnxNode, x: np.ndarray) -> np.ndarray:
     from onnx import helper  # optional dependency; from_onnx said what to install
 
@@ -148,6 +153,7 @@ NUMPY: dict[str, Callable[..., np.ndarray]] = {
     "Identity": lambda n, x: x,
     "Cast": _cast,
     "Gather": lambda n, x, i: np.take(x, i, axis=int(n.attrs.get("axis", 0))),
+    "GatherElements": _gather_elements,  # onnx's reference evaluator fails on some shapes
     "Unsqueeze": _unsqueeze,
     "Squeeze": lambda n, x, *rest: x.reshape(squeezed(x.shape, axes_of(n, (x, *rest)))),
     "Concat": lambda n, *xs: np.concatenate(xs, axis=int(n.attrs["axis"])),
