@@ -18,8 +18,9 @@ For each model of benchmarks/zoo_models.py and each batch size:
    between sides); each round times calls for at least ``--min-ms``; the table gives the medians.
 4. With ``--tune`` (batches in ``--tune-batches``): ``tune_network`` with 64 trials per task, at
    most 2,000 (``--trials-per-task``, ``--max-trials``), its log in ``--logs`` (a log already there
-   resumes); the estimated end-to-end latency it reports is set beside the tuned network's
-   measured latency.
+   resumes). The run measures the network at checkpoints and calibrates its estimate by them; the
+   estimate it held before its last checkpoint (calibrated by the one before) is set beside the
+   tuned network's latency measured here in a fresh process ("estimated / real").
 
 Results are appended to benchmarks/results/zoo.json.
 """
@@ -174,7 +175,12 @@ def _tune(model: Path, log: Path, threads: int, per_task: int, most: int) -> dic
     trials = min(most, per_task * len(tasks))
     t0 = time.perf_counter()
     result = asc.tune_network(graph, trials=trials, log=log, target=target, progress=True)
-    return {"tasks": len(tasks), "trials": trials, "estimated_ms": result.latency_ms,
+    points = [c.to_json() for c in result.checkpoints]
+    # the estimate the run made before its last measurement of the network (calibrated by the one
+    # before): what it predicted, not what it then measured
+    last = points[-1] if points else {}
+    return {"tasks": len(tasks), "trials": trials, "estimated_ms": last.get("estimated_ms"),
+            "kernels_ms": last.get("kernels_ms"), "checkpoints": points,
             "wall_s": time.perf_counter() - t0, "log": str(log)}
 
 

@@ -258,8 +258,16 @@ def test_tune_network_tunes_three_tasks_into_one_log_and_resumes(
     result = asc.tune_network(graph, trials=6, log=log, round_trials=2, tuner="random", progress=True)
     assert [t["trials"] for t in result.tasks] == [2, 2, 2]
     assert all(t["best_ms"] is not None for t in result.tasks) and math.isfinite(result.latency_ms)
-    assert result.latency_ms == pytest.approx(sum(t["best_ms"] * t["weight"] for t in result.tasks))
+    # the checkpoints at 2, 3 and 5 trials wait until every task has a program (6 trials, one
+    # measurement), then the network is measured at the end: the estimate is the last measurement,
+    # the kernels alone add up to weight x best
+    points = result.checkpoints
+    assert [p.trials for p in points] == [6, 6] and all(p.measured_ms > 0 for p in points)
+    assert result.latency_ms == pytest.approx(points[-1].measured_ms)
+    assert points[-1].kernels_ms == pytest.approx(sum(t["best_ms"] * t["weight"] for t in result.tasks))
+    assert result.to_json()["checkpoints"][-1]["measured_ms"] == points[-1].measured_ms
     progress = capsys.readouterr().err
+    assert progress.count("network measured after") == 2
     assert "[6/6] task 2 softmax(2,4,'float32'): 2 trials; estimated latency" in progress
     keys = {r.workload_key for r in load_records(log)}
     # each task's first trial is its untuned default schedule

@@ -159,3 +159,33 @@ def test_tune_network_keeps_one_pair_of_workers_and_stops_them_on_interrupt(tmp_
     assert report["rounds"] == [workers, workers]  # the same two processes in both rounds
     assert report["after"] == []
     assert not any(_running(pid) for pid in workers)
+
+
+def test_calibration_makes_the_estimate_the_measured_latency_and_weighs_tasks_by_it() -> None:
+    a = TaskState(flops=10**9, weight=2, kind="conv", trials=8, history=[(8, 1e-3)])
+    b = TaskState(flops=10**9, weight=1, kind="conv", trials=8, history=[(8, 1e-3)])
+    sched = TaskScheduler([a, b], epsilon=0.0)
+    assert sched.latency() == sched.kernels_latency() == pytest.approx(3e-3)
+    before = sched.gradient(1) / sched.gradient(0)
+    sched.calibrate([2.4e-3, 3e-3], total=6e-3)  # b's kernel runs 3x slower in the network than alone
+    assert (a.scale, b.scale) == (pytest.approx(1.2), pytest.approx(3.0))
+    assert sched.overhead == pytest.approx(0.6e-3) and sched.latency() == pytest.approx(6e-3)
+    assert sched.kernels_latency() == pytest.approx(3e-3)
+    assert sched.gradient(1) / sched.gradient(0) == pytest.approx(before * 3.0 / 1.2)
+    sched.record(0, 16, 0.5e-3)  # a improves: the estimate follows it at its in-network scale
+    assert sched.latency() == pytest.approx(2 * 1.2 * 0.5e-3 + 3e-3 + 0.6e-3)
+    with pytest.raises(ValueError, match="2 tasks"):
+        sched.calibrate([1e-3], total=1e-3)
+
+
+def test_every_task_gets_its_warm_up_trials_before_the_gradient_chooses() -> None:
+    states = [TaskState(100, w, "a") for w in (1, 50, 1)]
+    given: list[tuple[int, int]] = []
+
+    def tune_round(i: int, n: int) -> tuple[int, float]:
+        given.append((i, n))
+        return states[i].trials + n, 1e-3 / (states[i].trials + n)
+
+    TaskScheduler(states, round_trials=4, epsilon=0.0, warmup=8).run(40, tune_round)
+    assert given[:6] == [(0, 4), (1, 4), (2, 4), (0, 4), (1, 4), (2, 4)]  # fewest trials first
+    assert [t.trials for t in states][0] == 8 and states[2].trials == 8 and states[1].trials == 24

@@ -263,11 +263,15 @@ class Network:
                 step.run()
             yield step
 
+    def output_buffers(self) -> tuple[np.ndarray, ...]:
+        """This thread's output buffers: what its last call (or :meth:`steps`) wrote, until its next."""
+        return self._bound().outputs
+
     def __call__(self, *inputs: np.ndarray) -> np.ndarray | list[np.ndarray]:
         """The graph's outputs for ``inputs``: one array, or a list for several outputs."""
         for _ in self.steps(*inputs):
             pass
-        outs = [np.array(v) for v in self._bound().outputs]  # the buffers are this thread's next call's
+        outs = [np.array(v) for v in self.output_buffers()]  # the buffers are this thread's next call's
         return outs[0] if len(outs) == 1 else outs
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +48,25 @@ from ..search.scheduler import Round, TaskScheduler, TaskState
 from ..search.space import AUTO, Candidate
 from ..search.tune import TuningInterrupted, tune
 from ..search.tuner import Tuner
+from ..target import Target
 from ..task import Task
 from .fusion import extract_tasks
 from .ir import Graph
 from .network import network_tasks
+from .profile import Checkpoint, NetworkCheck
 
 
 @dataclass(frozen=True, slots=True)
 class NetworkTuneResult:
     """The end of a network tuning run: per task (workload, weight, trials, best ms), the rounds
-    given out, and the estimated end-to-end latency in ms (inf while a task has no valid program)."""
+    given out, the estimated end-to-end latency in ms (inf while a task has no valid program;
+    calibrated by the last measurement of the whole network), and those measurements."""
 
     tasks: list[dict[str, Any]]
     rounds: list[Round]
     latency_ms: float
     log: str
+    checkpoints: list[Checkpoint] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible summary."""
@@ -71,6 +75,7 @@ class NetworkTuneResult:
             "latency_ms": self.latency_ms if math.isfinite(self.latency_ms) else None,
             "rounds": [[r.task, r.trials, r.total_trials, r.latency * 1e3] for r in self.rounds],
             "log": self.log,
+            "checkpoints": [c.to_json() for c in self.checkpoints],
         }
 
 
@@ -174,6 +179,7 @@ def tune_network(
     security: Any = None,
     parallel: int | None = None,
     remeasure: int = 3,
+    checkpoints: int = 4,
 ) -> NetworkTuneResult:
     """Tune every task of ``graph`` for ``trials`` trials in all, shared by the task scheduler
     (``gradient`` or ``round-robin``), all measurements in ``log`` (default: ``GRAPH_NAME.jsonl``
@@ -194,7 +200,17 @@ def tune_network(
     programs and its default schedule are measured again, side by side, with more repeats (as
     :func:`autosched.tune` does; logged as re-measurements, no trials; 0: none): measurements
     spread over a long run on a machine whose load changes are not comparable, and
-    :func:`build_network` then takes the best by these re-measurements."""
+    :func:`build_network` then takes the best by these re-measurements.
+
+    The objective is the network's real latency: ``checkpoints`` times in a run (evenly over the
+    budget, the last after the re-measurements; 0: never) the network is built from the log and
+    timed here, each task's kernels inside it too (:mod:`.profile`), and the scheduler's estimate
+    is calibrated by what that shows (kernels slower in the network than alone, time outside the
+    kernels), so its choices and the reported latency follow the network's. Each measurement is a
+    :class:`~.profile.Checkpoint` of the result (printed with ``progress``); on a cross-compiled
+    target or a cluster the network cannot run here and there are none. Every task first gets one
+    round, two while they take at most half the budget, so that its search is guided by the model
+    before the scheduler weighs it against the others."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
     if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
@@ -211,15 +227,25 @@ def tune_network(
             state.history.append((done, best))
         states.append(state)
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
-    sched = TaskScheduler(states, scheduler, size, seed=seed)
+    warmup = max(size, min(2 * size, trials // (2 * len(tasks))))
+    sched = TaskScheduler(states, scheduler, size, seed=seed, warmup=warmup)
+    here = cluster is None and Target.parse(target).kind == "c" and not Target.parse(target).is_cross
+    check = NetworkCheck(graph, path, target, tasks, sched, trials, checkpoints if here else 0)
     progress = show_progress(progress)
     resumed = sum(st.trials for st in states)
     rounds = _print_round(tasks, trials, resumed) if progress else None
     shows = [f for f in (rounds, callback) if f is not None]
 
+    def measure_network(total: int) -> None:
+        point = check.measure(total)
+        if progress:
+            print(point.text(), file=sys.stderr, flush=True)
+
     def each_round(r: Round) -> None:
         for show in shows:
             show(r)
+        if check.due(r.total_trials) and math.isfinite(sched.kernels_latency()):  # every task has a program
+            measure_network(r.total_trials)
 
     halt = threading.Event()
     with ExitStack() as stack:  # closes the builders, the runners and the executor however the run ends
@@ -258,6 +284,8 @@ def tune_network(
                 for i in range(len(tasks)):
                     if states[i].trials > 0:
                         final_round(i)
+            if here and checkpoints > 0:
+                measure_network(sched.total_trials())
         except KeyboardInterrupt as stop:
             if isinstance(stop, TuningInterrupted):
                 raise
@@ -268,4 +296,4 @@ def tune_network(
          "best_ms": s.best * 1e3 if math.isfinite(s.best) else None}
         for t, s in zip(tasks, states, strict=True)
     ]
-    return NetworkTuneResult(summary, sched.rounds, sched.latency() * 1e3, str(path))
+    return NetworkTuneResult(summary, sched.rounds, sched.latency() * 1e3, str(path), check.done)

@@ -1,12 +1,15 @@
 """The task scheduler: shares a trial budget among the tasks of a network (Ansor, section 6).
 
-The objective is the estimated end-to-end latency f = sum_i w_i * g_i, where g_i is task i's best
-latency so far and w_i its weight (how often it occurs). Every task first gets one warm-up round
-(shorter when the budget is too small for a full round per task, so that each gets at least one
-trial); after that each round goes to the task whose next round is expected to cut f most. For task i
-after t_i trials that expected slope is
+The objective is the estimated end-to-end latency f = sum_i w_i * s_i * g_i + o, where g_i is task
+i's best latency so far (its kernel timed alone), w_i its weight (how often it occurs), s_i how much
+slower its kernels run inside the network than alone, and o the network's time outside its tasks'
+kernels (s_i = 1 and o = 0 until the network is measured: :meth:`TaskScheduler.calibrate`). Every
+task first gets ``warmup`` trials (default one round; fewer when the budget is too small for a full
+round per task, so that each gets at least one trial), the tasks with fewest trials first; after
+that each round goes to the task whose next round is expected to cut f most. For task i after t_i
+trials that expected slope is
 
-    df/dt_i ~ w_i * (alpha * backward_i + (1 - alpha) * min(-g_i / t_i, beta * C_i / V_i - g_i))
+    df/dt_i ~ w_i * s_i * (alpha * backward_i + (1 - alpha) * min(-g_i / t_i, beta * C_i / V_i - g_i))
 
 with ``backward_i`` the slope of g_i over its last rounds (its recent improvement curve),
 ``-g_i / t_i`` the optimistic guess that g keeps falling as fast as it did on average, and
@@ -44,13 +47,15 @@ STRATEGIES = ("gradient", "round-robin")
 @dataclass(slots=True)
 class TaskState:
     """What the scheduler knows of one task: its FLOPs, weight, kind (similar tasks share it),
-    trials so far and the best latency after each round (as (trials, seconds) points)."""
+    trials so far, the best latency after each round (as (trials, seconds) points), and how much
+    slower its kernels run in the network than alone (``scale``, 1 until measured)."""
 
     flops: int
     weight: int
     kind: str
     trials: int = 0
     history: list[tuple[int, float]] = field(default_factory=list)
+    scale: float = 1.0
 
     @property
     def best(self) -> float:
@@ -87,6 +92,7 @@ class TaskScheduler:
         window: int = 3,
         epsilon: float = 0.05,
         seed: int = 0,
+        warmup: int | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown task scheduler {strategy!r}; schedulers: {', '.join(STRATEGIES)}")
@@ -97,14 +103,34 @@ class TaskScheduler:
         self.tasks = list(tasks)
         self.strategy = strategy
         self.round_trials = round_trials
+        self.warmup = max(1, warmup if warmup is not None else round_trials)
+        self.overhead = 0.0  # seconds per network call outside the tasks' kernels (calibrate())
         self.alpha, self.beta, self.window, self.epsilon = alpha, beta, window, epsilon
         self.rng = random.Random(seed)
         self.rounds: list[Round] = []
         self._turn = 0
 
     def latency(self) -> float:
-        """The estimated end-to-end latency: sum of weight x best latency (inf while a task has none)."""
+        """The estimated end-to-end latency: the sum of weight x scale x best latency, plus the
+        overhead (inf while a task has no valid program)."""
+        return sum(t.weight * t.scale * t.best for t in self.tasks) + self.overhead
+
+    def kernels_latency(self) -> float:
+        """The sum of weight x best latency: the tasks' kernels timed alone, uncalibrated."""
         return sum(t.weight * t.best for t in self.tasks)
+
+    def calibrate(self, in_network: Sequence[float], total: float) -> None:
+        """Take a measurement of the whole network: ``in_network[i]`` seconds per call spent in task
+        i's kernels, ``total`` seconds per call. Each task's ``scale`` becomes its in-network time
+        over weight x best, and the overhead the time outside every kernel, so :meth:`latency`
+        equals ``total`` now and follows the tasks' improvements from here."""
+        if len(in_network) != len(self.tasks):
+            raise ValueError(f"{len(in_network)} in-network times for {len(self.tasks)} tasks")
+        for t, spent in zip(self.tasks, in_network, strict=True):
+            alone = t.weight * t.best
+            if math.isfinite(alone) and alone > 0 and spent > 0:
+                t.scale = spent / alone
+        self.overhead = max(0.0, total - sum(in_network))
 
     def total_trials(self) -> int:
         """Trials given to all tasks so far."""
@@ -128,14 +154,14 @@ class TaskScheduler:
         speed = self._best_speed(t.kind)
         if speed > 0:
             forward = min(forward, self.beta * t.flops / speed - t.best)
-        return t.weight * (self.alpha * backward + (1 - self.alpha) * forward)
+        return t.weight * t.scale * (self.alpha * backward + (1 - self.alpha) * forward)
 
     def next_task(self, exclude: frozenset[int] = frozenset()) -> int:
         """The task that gets the next round (never one of ``exclude``, which must leave one)."""
         live = [i for i in range(len(self.tasks)) if i not in exclude]
-        warm = [i for i in live if self.tasks[i].trials == 0]
+        warm = [i for i in live if self.tasks[i].trials < self.warmup]
         if warm:
-            return warm[0]
+            return min(warm, key=lambda i: (self.tasks[i].trials, i))
         if self.strategy == "round-robin":
             while self._turn % len(self.tasks) in exclude:
                 self._turn += 1
@@ -146,13 +172,16 @@ class TaskScheduler:
         return min(live, key=lambda i: (self.gradient(i), i))
 
     def round_size(self, i: int, free: int, exclude: frozenset[int] = frozenset()) -> int:
-        """Trials for task i's next round out of ``free`` trials not yet given out: ``round_trials``,
-        but a warm-up round leaves at least one trial to each other task still waiting for its
-        warm-up (not in ``exclude``), so a budget smaller than a round per task still measures
-        every task's first program."""
+        """Trials for task i's next round out of ``free`` trials not yet given out: ``round_trials``;
+        a warm-up round at most what the task still lacks of ``warmup``, and a first round leaves
+        at least one trial to each other task still waiting for its first (not in ``exclude``), so a
+        budget smaller than a round per task still measures every task's first program."""
+        t = self.tasks[i]
         n = min(self.round_trials, free)
-        if self.tasks[i].trials == 0:
-            waiting = sum(1 for j, t in enumerate(self.tasks) if t.trials == 0 and j not in exclude | {i})
+        if t.trials < self.warmup:
+            n = min(n, self.warmup - t.trials)
+        if t.trials == 0:
+            waiting = sum(1 for j, u in enumerate(self.tasks) if u.trials == 0 and j not in exclude | {i})
             n = min(n, max(1, free // (waiting + 1)))
         return n
 
