@@ -2,9 +2,12 @@
 
     autosched --version                    the version; autosched SUBCOMMAND --help: its options, defaults
     autosched ops                          list the built-in workloads and their parameters
-    autosched run WORKLOAD ARGS... [--target T] [--rounds N] [--json]
+    autosched run WORKLOAD ARGS... [--target T] [--threads N] [--rounds N] [--json]
                                            build a workload's CPU schedule, check it against the
                                            numpy reference and time both side by side
+    autosched run MODEL.onnx [--log LOG] [--against onnxruntime|none] [--threads N] [--rtol R]
+                   [--rounds N] [--json]   build the network, check it against onnxruntime (exit 1
+                                           beyond --rtol) and time both on the same threads
     autosched space WORKLOAD ARGS... [--sample N]
                                            list the generated sketches, print sampled programs
     autosched tune WORKLOAD ARGS... [--target T] [--trials N] [--log FILE | --db DIR] [--tuner NAME]
@@ -15,8 +18,9 @@
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
-    autosched export MODEL.onnx [--log LOG] --out DIR [--portable] [--weights c|blob]
-                                           the whole network as one C library (model.c/.h)
+    autosched export MODEL.onnx [--log LOG] --out DIR [--portable] [--weights auto|c|blob]
+                                           the whole network as one C library (model.c/.h), its
+                                           weights in weights.bin above 1 MiB (auto)
     autosched report LOG [--out FILE.png]  a table of the log and its tuning curves as a PNG
     autosched tasks MODEL.onnx [--json]    a model's tasks: fused workloads, FLOPs, weights, shares
     autosched tune MODEL.onnx [--trials N] [--log FILE] [--scheduler gradient|round-robin]

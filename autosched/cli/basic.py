@@ -22,6 +22,7 @@ from ..records import best_record
 from ..space.gpu_space import sketch_space
 from ..target import Target
 from ..task import Task
+from .network import cmd_run_network, is_model, run_target
 
 #: numpy itself (BLAS, in the workload's dtype) where it has the operation; otherwise the reference
 NUMPY: dict[str, Callable[[Workload], Callable[..., object]]] = {
@@ -77,8 +78,13 @@ def _seconds_per_call(fn: Callable[[], object], min_seconds: float) -> float:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if is_model(args.workload):
+        return cmd_run_network(args)
+    if args.against is not None or args.rtol is not None:
+        raise ValueError(f"--against and --rtol are for a model (MODEL.onnx); {args.workload} is checked "
+                         "against its numpy reference")
     wl = get_workload(args.workload, tuple(parse_value(a) for a in args.args))
-    target = Target.parse(args.target)
+    target = run_target(args)
     if args.log:
         task = Task(wl, target=target)
         record = best_record(args.log, task)
@@ -146,13 +152,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     ops.add_argument("--onnx", action="store_true", help="list the ONNX operators and attributes imported")
     ops.add_argument("--markdown", action="store_true", help="the ONNX operators as a Markdown table")
     ops.set_defaults(func=cmd_ops)
-    run = sub.add_parser("run", help="build, check and time a workload's CPU schedule against numpy")
-    run.add_argument("workload")
+    run = sub.add_parser(
+        "run", help="check and time a workload's CPU schedule against numpy, or a model against onnxruntime",
+        description="autosched run WORKLOAD ARGS... checks a workload's schedule against its numpy reference "
+        "and times both. autosched run MODEL.onnx builds the network (the best records of --log, else "
+        "untuned), checks its outputs on a random input against onnxruntime's and times both on the same "
+        "threads, onnxruntime's workers not spinning, in interleaved rounds; exit status 1 when the "
+        "outputs differ by more than --rtol.",
+    )
+    run.add_argument("workload", help="a built-in workload's name, or an ONNX model file (MODEL.onnx)")
     run.add_argument("args", nargs="*", help="workload arguments, e.g. 1024 1024 1024")
     run.add_argument("--target", default="c", help="target string, e.g. 'c -num-threads=1'")
+    run.add_argument("--threads", type=int, help="threads of each side (default: the target's, one a core)")
     run.add_argument("--rounds", type=int, default=5, help="timing rounds (median reported)")
     run.add_argument("--json", action="store_true", help="print one JSON summary object")
     run.add_argument("--log", help="use the best program of this tuning log instead of the hand-written one")
+    run.add_argument("--against", choices=("onnxruntime", "none"),
+                     help="a model's reference: onnxruntime (the default where it is installed) or none")
+    run.add_argument("--rtol", type=float,
+                     help="a model's tolerance of max |error| / max |reference| (default: 1e-4)")
     run.set_defaults(func=cmd_run)
     space = sub.add_parser("space", help="list a workload's generated sketches and sample programs")
     space.add_argument("workload")

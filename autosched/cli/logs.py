@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
+from ..graph.export import BLOB_BYTES, WEIGHT_FORMS
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
@@ -206,8 +207,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
     export.add_argument("--log", dest="model_log", metavar="LOG",
                         help="with MODEL.onnx in place of LOG: the tuning log of the model's tasks")
-    export.add_argument("--weights", choices=("c", "blob"), default="c",
-                        help="a model's weights as a C array (weights.c) or a binary file (weights.bin)")
+    export.add_argument("--weights", choices=WEIGHT_FORMS, default="auto",
+                        help="a model's weights as a C array (weights.c), a binary file (weights.bin), "
+                        f"or auto: the file above {BLOB_BYTES >> 20} MiB of constants (default: auto)")
     export.set_defaults(func=cmd_export)
     report = sub.add_parser("report", help="print a table of a log and plot its tuning curves")
     report.add_argument("log", help="tuning log (JSON lines)")

@@ -1,26 +1,36 @@
-"""``autosched tasks``, ``tune`` and ``export`` of a MODEL.onnx: a network's tasks, tuned, exported.
+"""``autosched tasks``, ``tune``, ``run`` and ``export`` of a MODEL.onnx: a network's tasks, tuned,
+run against onnxruntime, exported.
 
 ``tasks`` lists the fused workloads of a model (its tasks) with their FLOPs, weight (how often
 each occurs) and share of the model's FLOPs. ``tune`` with a ``.onnx`` file in place of a workload
-tunes all of them into one log, the trials shared by the task scheduler; ``export`` writes the
-network as one C library (:mod:`autosched.graph.export`).
+tunes all of them into one log, the trials shared by the task scheduler; ``run`` builds the network
+(tuned from a log, or untuned), checks it against onnxruntime and times both on the same cores
+(:mod:`autosched.graph.side_by_side`); ``export`` writes the network as one C library
+(:mod:`autosched.graph.export`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
 import json
+import math
+import sys
+from typing import Any
 
 from ..diagnostics import format_ms, printable
 from ..graph import build_network, extract_tasks, from_onnx, tune_network
 from ..graph.export import export_network, write_network
 from ..graph.network import sample_inputs
+from ..graph.side_by_side import interleaved, max_relative_error, ort_feeds, ort_session
 from ..graph.tuning import log_name
 from ..records import Record
 from ..records.report_network import ModelTask, Network
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
 from ..search.space import AUTO
+from ..target import Target
 from .worker import security_of
 
 
@@ -97,6 +107,96 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_target(args: argparse.Namespace) -> Target:
+    """The target of ``autosched run``: ``--target``, its thread count replaced by ``--threads``."""
+    target = Target.parse(args.target)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {args.threads}")
+        target = dataclasses.replace(target, num_threads=args.threads)
+    return target
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def cmd_run_network(args: argparse.Namespace) -> int:
+    """``autosched run MODEL.onnx``: build the network, check it against onnxruntime, time both."""
+    if args.args:
+        raise ValueError(f"run {args.workload}: a model takes no workload arguments, got {args.args}")
+    target = run_target(args)
+    if target.kind != "c" or target.is_cross:
+        raise ValueError(f"run {args.workload} runs the network here: --target must be this machine's C "
+                         f"target (e.g. 'c'), got {target}")
+    against = args.against or ("onnxruntime" if importlib.util.find_spec("onnxruntime") else "none")
+    rtol = 1e-4 if args.rtol is None else args.rtol
+    threads = target.num_threads or 1
+    graph = from_onnx(args.workload)
+    net = build_network(graph, args.log, target=str(target))
+    inputs = sample_inputs(graph)
+    ours = net(*inputs)
+    summary: dict[str, Any] = {
+        "model": args.workload, "graph": graph.name, "target": str(target), "threads": threads,
+        "tasks": len(net.built), "tuned": sum(b.tuned for b in net.built), "log": args.log,
+        "against": against, "rtol": rtol, "rounds": args.rounds, "ok": True, "error": None,
+    }
+    if args.against is None and against == "none":
+        summary["note"] = "onnxruntime is not installed: pip install onnxruntime"
+    sides = {"autosched": lambda: net(*inputs)}
+    if against == "onnxruntime":
+        session = ort_session(args.workload, threads)
+        feeds = ort_feeds(session, graph, inputs)
+        error = max_relative_error(ours if isinstance(ours, list) else [ours], session.run(None, feeds))
+        summary["ok"] = error.relative <= rtol
+        summary["error"] = {"output": error.output, "max_abs_error": _finite(error.max_error),
+                            "max_abs_reference": error.max_reference, "relative": _finite(error.relative)}
+        sides["onnxruntime"] = lambda: session.run(None, feeds)
+    if summary["ok"]:
+        times = interleaved(sides, args.rounds)
+        summary.update({f"{name}_ms": t * 1e3 for name, t in times.items()})
+        if "onnxruntime" in times:
+            summary["ratio"] = times["autosched"] / times["onnxruntime"]
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        _print_run(summary)
+    if not summary["ok"]:
+        print(f"autosched: the outputs differ from onnxruntime's by more than --rtol {rtol:g}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_run(s: dict[str, Any]) -> None:
+    """``autosched run MODEL.onnx``'s summary as text: the check, then a table of the timings."""
+    how = f"{s['tasks']} tasks, untuned (default schedules)"
+    if s["log"]:
+        how = f"{s['tuned']} of {s['tasks']} tasks tuned from {s['log']}"
+    print(f"{printable(s['model'])}: {how}")
+    e = s["error"]
+    if e is None:
+        print(f"  check: none ({s.get('note', '--against none')})")
+    else:
+        verdict = "ok" if s["ok"] else "WRONG"
+        rel = "inf or NaN" if e["relative"] is None else f"{e['relative']:.3g}"
+        err = "NaN" if e["max_abs_error"] is None else f"{e['max_abs_error']:.3g}"
+        print(f"  check against onnxruntime: max |error| {err}, max |reference| "
+              f"{e['max_abs_reference']:.4g} (output {e['output']}): relative {rel}, "
+              f"tolerance {s['rtol']:g}: {verdict}")
+    if not s["ok"]:
+        return
+    base = s.get("onnxruntime_ms")
+    print(f"  {'':12} {'ms/run':>10} {'ratio':>7}")
+    for name in ("autosched", "onnxruntime"):
+        if f"{name}_ms" in s:
+            ratio = f"{s[f'{name}_ms'] / base:.2f}x" if base else "-"
+            print(f"  {name:12} {s[f'{name}_ms']:>10.3f} {ratio:>7}")
+    spin = "; onnxruntime: inter-op 1, spinning off" if base else ""
+    threads = f"{s['threads']} thread{'s' if s['threads'] > 1 else ''}"
+    print(f"  (medians of {s['rounds']} interleaved rounds, {threads} each{spin})")
+
+
 def cmd_export_network(args: argparse.Namespace) -> int:
     """``autosched export MODEL.onnx --log LOG --out DIR``: the network as one C library."""
     graph = from_onnx(args.log)
@@ -106,6 +206,8 @@ def cmd_export_network(args: argparse.Namespace) -> int:
     outs = build_network(graph, args.model_log, target=args.target or "c")(*sample)
     out = write_network(export, args.out, sample, outs if isinstance(outs, list) else [outs])
     plan = export.plan
+    where = "weights.bin (model_set_weights)" if export.weights == "blob" else "a C array in weights.c"
+    print(f"weights: {where}: {export.weights_why}")
     print(f"exported {printable(graph.name)}: {export.tasks} kernels ({export.tuned} tuned), workspace "
           f"{plan.peak} bytes (intermediates and scratch: {plan.total} bytes) to {printable(str(out))}/; "
           f"make -C {printable(str(out))} run")

@@ -39,9 +39,8 @@ from .layout import for_target
 from .network import input_dtype, network_tasks
 from .plan import Plan, kernel_source, plan_memory
 
-
 #: float32 bytes of constants above which ``weights="auto"`` writes them as weights.bin: a C array
-#: of 1 MiB of floats is a ~3 MB source that compiles in about a second, well below the kernels
+#: of 1 MiB of floats is a 5.7 MB source that gcc -O3 compiles in 0.6 s; ResNet-18's 45 MiB took 72 s
 BLOB_BYTES = 1 << 20
 
 #: what ``export_network``'s ``weights`` accepts
@@ -206,7 +205,8 @@ def export_network(
     (a C array in weights.c), ``blob`` (weights.bin, handed over by ``model_set_weights``) or
     ``auto`` (a blob above :data:`BLOB_BYTES` of constants or where one is not finite, else C)."""
     if weights not in WEIGHT_FORMS:
-        raise ValueError(f"weights must be 'auto', 'c' (a C array) or 'blob' (a binary file), got {weights!r}")
+        raise ValueError(f"weights must be 'auto', 'c' (a C array) or 'blob' (a binary file), "
+                         f"got {weights!r}")
     if graph.dtype != "float32":
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = Target.parse(target)

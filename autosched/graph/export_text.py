@@ -149,19 +149,30 @@ def makefile(sources: list[str], target: Target, portable: bool) -> str:
 #   make run                                    build ./model, check it against the references, time it
 #   make CC=aarch64-linux-gnu-gcc CFLAGS=-O2    cross-compile (CFLAGS replaces the tuned flags)
 #   make run RUN_WITH="qemu-aarch64 -L /usr/aarch64-linux-gnu"   run under an emulator
+#   make JOBS=1                                 compile one file at a time (default: one per core)
 {make_settings(target, portable, not portable)}
 SOURCES = {" ".join(sources)}
+OBJECTS = $(SOURCES:.c=.o)
+
+# each file compiles on its own, on every core unless make was given -j (the kernels dominate)
+JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+ifeq ($(filter -j% j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(JOBS)
+endif
 
 .PHONY: all run clean
 
 all: model
 
-model: $(SOURCES) model.h
-\t$(CC) $(STD) $(OPENMP) $(CPPFLAGS) $(CFLAGS) -o $@ $(SOURCES) $(LDFLAGS) $(LDLIBS)
+model: $(OBJECTS)
+\t$(CC) $(STD) $(OPENMP) $(CFLAGS) $(LDFLAGS) -o $@ $(OBJECTS) $(LDLIBS)
+
+%.o: %.c model.h
+\t$(CC) $(STD) $(OPENMP) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 run: model
 \t$(RUN_WITH) ./model
 
 clean:
-\trm -f model
+\trm -f model $(OBJECTS)
 """
