@@ -92,14 +92,14 @@ def test_build_says_what_to_install_instead_of_a_compiler_log(tmp_path: Path) ->
 def test_tune_stops_before_its_first_trial(tmp_path: Path) -> None:
     wrapper = _gcc_without_cblas(tmp_path)
 
-    @asc.workload("openblas_check_mm", reference=lambda x, y: 2 * (x @ y))
+    @asc.workload("test_openblas_check_mm", reference=lambda x, y: 2 * (x @ y))
     def mm(n: int) -> list[asc.Tensor]:
         X = asc.placeholder((n, n), name="X")
         Y = asc.placeholder((n, n), name="Y")
         C = cblas.matmul(X, Y)
         return [X, Y, asc.compute((n, n), lambda i, j: C[i, j] * 2.0, name="D")]
 
-    task = asc.Task("openblas_check_mm", (8,), target=f"c -cc={wrapper}")
+    task = asc.Task("test_openblas_check_mm", (8,), target=f"c -cc={wrapper}")
     log = tmp_path / "mm.jsonl"
     with pytest.raises(MissingLibrary, match="apt-get install libopenblas-dev"):
         asc.tune(task, trials=2, log=log)
