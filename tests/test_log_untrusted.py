@@ -301,6 +301,10 @@ def test_bad_costs_are_skipped_never_best(
         ("error_msg", 5, "error_msg must be a string"),
         ("compiler", None, "compiler must be a string"),
         ("program", [1], "program must be an object"),
+        ("calibration", -1e-4, "calibration -0.0001 is out of range"),
+        ("calibration", float("inf"), "calibration inf is out of range"),
+        ("calibration", "0.2 ms", "calibration must be a number"),
+        ("calibration", True, "calibration must be a number"),
         ("steps", [{"kind": "split", "stage": "C", "axis": "i", "factor": "4", "nparts": None}], "factor"),
         ("steps", [{"kind": "split", "stage": {}, "axis": "i", "factor": 4, "nparts": None}], "stage"),
     ],
@@ -564,7 +568,7 @@ NASTY = st.one_of(
     st.dictionaries(st.sampled_from(["kind", "stage", "axis", "factor", "x", "a"]), _SCALARS, max_size=3),
 )
 TOP_KEYS = ["v", "autosched", "workload", "workload_key", "target", "compiler", "steps", "costs",
-            "error", "error_msg", "all_cost", "timestamp", "program"]  # fmt: skip
+            "error", "error_msg", "all_cost", "timestamp", "program", "calibration"]  # fmt: skip
 
 
 def _mutate(data: st.DataObject, obj: Any) -> None:

@@ -245,21 +245,27 @@ def test_a_saved_model_guides_the_next_run_and_a_corrupt_one_falls_back(tmp_path
 
 
 class _CountingRunner(LocalRunner):
-    """The real local runner, noting which programs each call timed and with how many repeats."""
+    """The real local runner, noting which programs each call timed and with how many repeats or
+    rounds."""
 
     def __init__(self, option: asc.MeasureOption) -> None:
         super().__init__(option)
-        self.calls: list[tuple[int, int]] = []  # (programs, repeats) of each call
+        self.calls: list[tuple[int, int]] = []  # (programs, repeats) of each call of run
+        self.rounds: list[tuple[int, int, int]] = []  # (programs, rounds, repeats) of each run_rounds
 
     def run(self, inputs, builds):  # type: ignore[no-untyped-def]
         self.calls.append((len(inputs), self.option.repeat))
         return super().run(inputs, builds)
 
+    def run_rounds(self, inputs, builds, rounds, repeat=1):  # type: ignore[no-untyped-def]
+        self.rounds.append((len(inputs), rounds, repeat))
+        return super().run_rounds(inputs, builds, rounds, repeat)
+
 
 def test_the_final_re_measurement_interleaves_the_programs_repeats(tmp_path: Path) -> None:
-    """The re-measurement goes over all its programs in 5 passes of 7 // 5 or 7 // 5 + 1 repeats
-    (a slow stretch of the machine then slows every program alike), and logs each program once
-    with all 7 costs."""
+    """The re-measurement times all its programs in 7 rounds in the worker, each round every
+    program once (a slow stretch of the machine then slows every program alike), and logs each
+    program once with its 7 costs and the rounds' calibration figure."""
     log = tmp_path / "t.jsonl"
     runner = _CountingRunner(FAST)
     try:
@@ -270,7 +276,8 @@ def test_the_final_re_measurement_interleaves_the_programs_repeats(tmp_path: Pat
     again = [r for r in load_records(log) if is_remeasurement(r)]
     programs = len(again)
     assert programs == result.remeasured_trials >= 3  # 3 fastest (+ the hand-written default)
-    assert runner.calls[-5:] == [(programs, 2), (programs, 2), (programs, 1), (programs, 1), (programs, 1)]
-    assert sum(n for n, _ in runner.calls[:-5]) == 8 and all(r == FAST.repeat for _, r in runner.calls[:-5])
-    assert runner.option is FAST  # put back
+    assert runner.rounds == [(programs, 7, 1)]  # one request to the worker, no pass per round
+    assert sum(n for n, _ in runner.calls) == 8 and all(r == FAST.repeat for _, r in runner.calls)
+    assert runner.option is FAST  # untouched
+    assert len({r.calibration for r in again}) == 1 and again[0].calibration > 0
     assert all(len(r.costs) == 7 and r.program[REMEASURE_KEY] == 7 for r in again)

@@ -18,6 +18,7 @@ from ..records.export import EXECUTABLE, export_files, write_files
 from ..records.export_gpu import gpu_export_files
 from ..records.report import (
     Summary,
+    drift_table,
     model_quality,
     model_quality_table,
     report_table,
@@ -158,6 +159,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ValueError("--model gives the network's task weights to the HTML report: add --html OUT.html")
     records = _load(args.log)
     print(report_table(records))
+    drift = drift_table(records)
+    if drift is not None:
+        print("\nmachine drift while measuring (the calibration kernel timed beside the measurements):")
+        print(drift)
     quality = model_quality_table(sidecar_path(args.log))
     if quality is not None:
         print(f"\ncost model quality per batch, before each refit ({sidecar_path(args.log)}):")

@@ -11,6 +11,7 @@ from typing import Any
 from ..cluster import DaskExecutor
 from ..database import Database
 from ..diagnostics import format_ms
+from ..runner.drift import drift_text
 from ..runner.measure import MeasureOption
 from ..runner.remote import BoardPool
 from ..search import AUTO, SPACES, TUNERS, space_kind, tune
@@ -74,6 +75,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         f"  time   : {result.wall_time_s:.1f} s (compile {result.build_time_s:.1f} s, "
         f"run {result.run_time_s:.1f} s, everything else {100 * result.overhead_share:.0f}%)"
     )
+    print(f"  drift  : {drift_text(result.drift)}")
     if args.log:
         hint = f"autosched best {result.log}; autosched export {result.log} --out DIR"
     else:

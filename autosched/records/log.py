@@ -10,7 +10,9 @@ One line (keys in this order)::
 
 ``costs`` are seconds per run, every repeat; ``all_cost`` the wall seconds the measurement took
 (build and run); ``program`` says which point of which space the steps came from (optional);
-``machine`` is the fingerprint of the machine measured on (optional; see
+``calibration`` (optional) the seconds per call of the calibration kernel timed beside the
+measurement (:mod:`autosched.runner.calibration`: how fast the machine was then; the costs stay as
+measured); ``machine`` is the fingerprint of the machine measured on (optional; see
 :mod:`autosched.database.machine`): ``asc.load_best`` and ``asc.compile`` apply only the records
 of the machine the target runs on (this host's, or for a cross target its boards'), and
 ``asc.load_best(..., machine=FP)`` those of the machine asked for.
@@ -82,6 +84,9 @@ _NO_ERROR = MeasureErrorNo.NO_ERROR
 #: bounds of a record's wall seconds (``all_cost``) and of its ``timestamp`` (year 5138)
 MAX_SECONDS = 1e9
 MAX_TIMESTAMP = 1e11
+#: the bound of a record's calibration figure, seconds per call of the calibration kernel (it takes
+#: about 0.2 ms on one core; an hour would be no measurement)
+MAX_CALIBRATION = 3600.0
 def steps_key(steps: Sequence[Step]) -> str:
     """A short stable hash identifying a program (its steps)."""
     return hashlib.sha1(steps_text(steps, sort_keys=True).encode()).hexdigest()[:20]
@@ -108,6 +113,8 @@ class Record(Costs):
     machine: str = ""
     #: where the record was read from (``FILE:LINE``), for messages; empty for a record made here
     origin: str = field(default="", compare=False, repr=False)
+    #: seconds per call of the calibration kernel beside the measurement; 0 where none was timed
+    calibration: float = 0.0
 
     @property
     def program_key(self) -> str:
@@ -139,6 +146,7 @@ class Record(Costs):
             version=__version__,
             program=program,
             machine=machine,
+            calibration=float(getattr(res, "calibration", 0.0)),
         )
 
     def _head(self) -> dict[str, Any]:
@@ -165,6 +173,8 @@ class Record(Costs):
             tail["program"] = self.program
         if self.machine:
             tail["machine"] = self.machine
+        if self.calibration > 0:
+            tail["calibration"] = self.calibration
         return tail
 
     def to_json(self) -> dict[str, Any]:
@@ -209,6 +219,7 @@ class Record(Costs):
                 program=program,
                 machine=check_machine(data.get("machine", "")),
                 origin=origin,
+                calibration=number(data.get("calibration", 0.0), "calibration", 0.0, MAX_CALIBRATION),
             )
             if error_no is _NO_ERROR:
                 check_speed(record.costs, record.workload, key, record.target)

@@ -3,6 +3,7 @@ table, and the tuning curves (best GFLOP/s so far against trials and against wal
 
     records = load_records("matmul.jsonl")
     print(report_table(records))
+    print(drift_table(records))              # how fast the machine was (None: not calibrated)
     write_report(records, "matmul.png")      # needs matplotlib
 
 A **trial** is a distinct program of a task (by its steps): measuring a program again (a final
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..diagnostics import format_ms, printable
 from ..ops import Workload
+from ..runner.drift import Drift, drift_of
 from .best import best_so_far, pick_best
 from .charts import palette
 from .log import Record
@@ -92,6 +94,13 @@ class Summary:
         failed = (rs for rs in self.programs.values() if not any(r.ok for r in rs))
         return dict(Counter(rs[-1].error_no.name for rs in failed))
 
+    @functools.cached_property
+    def drift(self) -> Drift | None:
+        """How much the machine drifted while these were measured: the spread of the calibration
+        kernel's figures of the records that carry one (:mod:`autosched.runner.drift`); None if
+        none does (older logs, boards, GPUs)."""
+        return drift_of(r.calibration for r in self.records if r.calibration > 0)
+
     def gflops(self, seconds: float) -> float | None:
         """GFLOP/s of a run taking ``seconds``; None when the FLOP count is unknown."""
         flops = self.flops
@@ -111,6 +120,7 @@ class Summary:
             "valid_trials": self.valid_trials,
             "measurements": len(self.records),
             "errors": self.errors,
+            "drift": None if self.drift is None else self.drift.to_json(),
         }
 
 
@@ -153,6 +163,19 @@ def report_table(records: Iterable[Record]) -> str:
             ]
         )
     return _format_table(rows, right={1, 2, 3, 4})
+
+
+def drift_table(records: Iterable[Record]) -> str | None:
+    """How much the machine drifted while each (workload, target) was measured, one row each: the
+    calibration kernel's median time and its fastest and slowest figure as a share of the median
+    (:attr:`Summary.drift`). None when no record carries a calibration figure."""
+    rows = [["workload", "calibrated", "median ms", "fastest", "slowest", "spread"]]
+    for s in summarize(records):
+        d = s.drift
+        if d is not None:
+            rows.append([printable(s.workload, 80), str(d.samples), f"{d.median_s * 1e3:.4g}",
+                         f"{d.low_pct - 100:+.1f}%", f"{d.high_pct - 100:+.1f}%", f"{d.spread_pct:.1f}%"])
+    return _format_table(rows, right={1, 2, 3, 4, 5}) if len(rows) > 1 else None
 
 
 @dataclass(frozen=True)

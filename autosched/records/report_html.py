@@ -9,7 +9,8 @@ nothing else load or run. A log is untrusted input: every text read from it (wor
 error messages) goes through :func:`html.escape`, so it shows as text and never becomes markup.
 
 It shows the tuning curves (best GFLOP/s so far by trials and by wall time), per task its best,
-trials and errors (the figures of ``autosched best``: :class:`~autosched.records.report.Summary`),
+trials, errors and the machine's drift while it was measured (the figures of ``autosched best``:
+:class:`~autosched.records.report.Summary`),
 the cost model's quality per batch (the ``LOG.model.jsonl`` sidecar), errors by kind, and for a
 network (:mod:`.report_network`) the estimated end-to-end latency over trials and its share per task.
 Numbers that tests read are in ``data-value`` attributes (exact, ``repr`` of the float) next to the
@@ -95,7 +96,9 @@ _DEFINITIONS = (
     "whose steps replay. The curves show that best after each measurement, so each ends at the "
     "table's best. <b>Untuned</b> is the task's default schedule (the program a network runs without "
     "a tuning record; in a log without one, the task's first program), timed by its re-measurement "
-    "where it has one. Speed-up is untuned time / best time."
+    "where it has one. Speed-up is untuned time / best time. <b>Machine drift</b> is the spread of "
+    "the calibration kernel timed beside the measurements (slowest less fastest, as a share of its "
+    "median): times measured minutes apart may differ by as much (-: not calibrated)."
 )
 
 
@@ -147,11 +150,23 @@ def _task_table(summaries: Sequence[Summary], colours: dict[int, str]) -> str:
             + _num(info["best_gflops"], f"{info['best_gflops'] or 0:.2f}", "gflops")
             + _num(base, "" if base is None else format_ms(base), "untuned-ms")
             + _num(speedup, f"{speedup or 0:.2f}x", "speedup")
-            + f"<td>{escape(errors)}</td></tr>"
+            + f"<td>{escape(errors)}</td>" + _drift_cell(s) + "</tr>"
         )
     heads = ["#", "workload", "trials", "valid", "measurements", "best ms", "GFLOP/s", "untuned ms",
-             "speed-up", "failed trials"]
+             "speed-up", "failed trials", "machine drift"]
     return _table("tasks", heads, rows)
+
+
+def _drift_cell(s: Summary) -> str:
+    """The task's machine drift: the spread in % (exact in ``data-value``), the fastest and slowest
+    calibration figure and their count in the cell's title."""
+    d = s.drift
+    if d is None:
+        return _num(None, "", "drift")
+    title = (f"calibration kernel {d.median_s * 1e3:.4g} ms median, {d.low_pct - 100:+.1f}% / "
+             f"{d.high_pct - 100:+.1f}% over {d.samples} measurements")
+    return (f'<td class="num drift" data-value="{d.spread_pct!r}" data-low="{d.low_pct!r}" '
+            f'data-high="{d.high_pct!r}" title="{escape(title)}">{d.spread_pct:.1f}%</td>')
 
 
 def _curves(summaries: Sequence[Summary], colours: dict[int, str]) -> str:

@@ -123,6 +123,9 @@ class MeasureResult(Costs):
     error_msg: str = ""
     all_cost: float = 0.0  # wall seconds to build and run this candidate
     timestamp: float = field(default=0.0)
+    #: seconds per call of the calibration kernel around this measurement (0: not calibrated; see
+    #: :mod:`autosched.runner.calibration`)
+    calibration: float = 0.0
 
 
 class Builder(Protocol):

@@ -10,6 +10,18 @@ protocol (each message a tuple, the first item its kind):
   a C library, or a GPU program's ``.json``, compiled by the device's driver as it loads). Answer
   ``("ok", costs)``, ``("error", error_no, message)``, or ``("missing",)`` when the worker does
   not hold the data of ``key`` (the parent sends it and asks again).
+- parent ``("calibration", lib_path)``: load the calibration kernel's library
+  (:mod:`autosched.runner.calibration`) and keep it. Answer ``("ok",)`` or ``("error", error_no,
+  message)``.
+- parent ``("calibrate",)``: time the calibration kernel now. Answer ``("ok", seconds)``, or an
+  error when none is loaded.
+- parent ``("rounds", [(key, lib_path, func_name, arg_specs), ...], option, rounds)``: load and check
+  each program once, then ``rounds`` rounds, each timing the calibration kernel (if loaded) and then
+  every program once (``option.repeat`` repeats), A B C A B C ...; the calibration kernel once more
+  after the last round. Answer ``("ok", outcomes, calibrations)``: per program ``("ok", costs)``
+  (its repeats of every round, in round order) or ``("error", error_no, message)``; the
+  calibration figures (``rounds + 1`` of them, or none). ``("missing", key)`` when the worker does
+  not hold the data of ``key``.
 - parent ``("stop",)`` or a closed pipe: the worker exits.
 
 The worker answers ``("ready",)`` once it has started.
@@ -27,6 +39,7 @@ import numpy as np
 from ..dtypes import numpy_dtype
 from ..expr import static_shape
 from .aligned import aligned_array, aligned_empty
+from .calibration import Calibrator
 from .compile import CompileError
 from .gpu_load import is_gpu_program, load_program
 from .gpu_program import DeviceError, GpuCallable
@@ -82,14 +95,26 @@ def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
     return f"output {name}: {count}; max abs error {err[where]:.3g} at {at} ({values})"
 
 
-def measure(
+Loaded = tuple[Any, list[np.ndarray]]  # a kernel (C or GPU) and its arrays, checked
+
+
+class Failed(Exception):
+    """A kernel that cannot be measured; ``answer`` is the error answer to send."""
+
+    def __init__(self, error_no: MeasureErrorNo, message: str) -> None:
+        super().__init__(message)
+        self.answer = ("error", error_no, message)
+
+
+def prepare(
     data: tuple[list[np.ndarray], list[np.ndarray] | None],
     lib_path: str,
     func_name: str,
     specs: Sequence[ArgSpec],
     option: MeasureOption,
-) -> tuple[Any, ...]:
-    """Load, run once and check, then time one kernel; the answer to a ``run`` message."""
+) -> Loaded:
+    """Load one kernel, run it once and check its outputs: (kernel, arrays); :class:`Failed` if it
+    does not load, fails or computes a wrong answer."""
     inputs, expected = data
     kernel: Kernel | GpuCallable
     try:
@@ -98,19 +123,25 @@ def measure(
         else:
             kernel = load_kernel(lib_path, func_name, specs)
     except LoadError as e:
-        return ("error", MeasureErrorNo.RUNTIME_ERROR, f"cannot load the kernel: {e}")
+        raise Failed(MeasureErrorNo.RUNTIME_ERROR, f"cannot load the kernel: {e}") from None
     except CompileError as e:  # a GPU program is compiled by the device's driver as it loads
-        return ("error", MeasureErrorNo.COMPILE_ERROR, str(e))
+        raise Failed(MeasureErrorNo.COMPILE_ERROR, str(e)) from None
     work = iter([aligned_array(a) for a in inputs])  # as a network's arrays are
     arrays = [fresh_output(s) if s.is_output else next(work) for s in specs]
     try:
         kernel(*arrays)
     except (MemoryError, DeviceError) as e:
-        return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
+        raise Failed(MeasureErrorNo.RUNTIME_ERROR, str(e)) from None
     if option.check and expected is not None:
         problem = _check(specs, arrays, inputs, expected)
         if problem is not None:
-            return ("error", MeasureErrorNo.WRONG_ANSWER, problem)
+            raise Failed(MeasureErrorNo.WRONG_ANSWER, problem)
+    return kernel, arrays
+
+
+def timed(loaded: Loaded, option: MeasureOption) -> tuple[Any, ...]:
+    """Time a prepared kernel with ``option``: ``("ok", costs)`` or the error answer."""
+    kernel, arrays = loaded
     try:
         costs = kernel.bench(
             *arrays,
@@ -123,6 +154,52 @@ def measure(
     except (MemoryError, DeviceError) as e:
         return ("error", MeasureErrorNo.RUNTIME_ERROR, str(e))
     return ("ok", tuple(costs))
+
+
+def measure(
+    data: tuple[list[np.ndarray], list[np.ndarray] | None],
+    lib_path: str,
+    func_name: str,
+    specs: Sequence[ArgSpec],
+    option: MeasureOption,
+) -> tuple[Any, ...]:
+    """Load, run once and check, then time one kernel; the answer to a ``run`` message."""
+    try:
+        loaded = prepare(data, lib_path, func_name, specs, option)
+    except Failed as e:
+        return e.answer
+    return timed(loaded, option)
+
+
+def rounds(
+    programs: Sequence[tuple[tuple[list[np.ndarray], list[np.ndarray] | None], str, str, Sequence[ArgSpec]]],
+    option: MeasureOption,
+    count: int,
+    calibrator: Calibrator | None,
+) -> tuple[Any, ...]:
+    """The answer to a ``rounds`` message: ``programs`` as (data, lib_path, func_name, specs)."""
+    outcomes: list[tuple[Any, ...]] = []
+    loaded: dict[int, Loaded] = {}
+    for i, (data, lib_path, func_name, specs) in enumerate(programs):
+        try:
+            loaded[i] = prepare(data, lib_path, func_name, specs, option)
+            outcomes.append(("ok", ()))
+        except Failed as e:
+            outcomes.append(e.answer)
+    figures = []
+    for _ in range(count):
+        if calibrator is not None:
+            figures.append(calibrator())
+        for i in list(loaded):  # A B C A B C ...: each program once per round
+            answer = timed(loaded[i], option)
+            if answer[0] == "ok":
+                outcomes[i] = ("ok", outcomes[i][1] + answer[1])
+            else:
+                outcomes[i] = answer
+                del loaded[i]
+    if calibrator is not None:
+        figures.append(calibrator())
+    return ("ok", outcomes, figures)
 
 
 def _check(
@@ -146,6 +223,7 @@ def _check(
 def serve(conn: Connection) -> None:
     """The worker's main loop."""
     held: OrderedDict[str, tuple[list[np.ndarray], list[np.ndarray] | None]] = OrderedDict()
+    calibrator: Calibrator | None = None
     conn.send(("ready",))
     while True:
         try:
@@ -162,6 +240,10 @@ def serve(conn: Connection) -> None:
             while len(held) > KEEP_TASKS:
                 held.popitem(last=False)
             continue
+        if kind in ("calibration", "calibrate", "rounds"):
+            calibrator, answer = _calibration(message, calibrator, held)
+            conn.send(answer)
+            continue
         _, key, lib_path, func_name, specs, option = message
         if key not in held:
             conn.send(("missing",))
@@ -172,3 +254,26 @@ def serve(conn: Connection) -> None:
         except Exception as e:  # a bug or a surprise: this candidate fails, the worker goes on
             answer = ("error", MeasureErrorNo.UNKNOWN_ERROR, f"{type(e).__name__}: {e}")
         conn.send(answer)
+
+
+def _calibration(
+    message: tuple[Any, ...], calibrator: Calibrator | None, held: OrderedDict[str, Any]
+) -> tuple[Calibrator | None, tuple[Any, ...]]:
+    """Serve a ``calibration``, ``calibrate`` or ``rounds`` message: the calibrator kept after it and
+    the answer."""
+    kind = message[0]
+    try:
+        if kind == "calibration":
+            return Calibrator(message[1]), ("ok",)
+        if kind == "calibrate":
+            if calibrator is None:
+                return None, ("error", MeasureErrorNo.UNKNOWN_ERROR, "no calibration kernel loaded")
+            return calibrator, ("ok", calibrator())
+        _, items, option, count = message
+        missing = next((key for key, *_ in items if key not in held), None)
+        if missing is not None:
+            return calibrator, ("missing", missing)
+        programs = [(held[key], lib_path, func_name, specs) for key, lib_path, func_name, specs in items]
+        return calibrator, rounds(programs, option, count, calibrator)
+    except Exception as e:  # a bug or a surprise: this request fails, the worker goes on
+        return calibrator, ("error", MeasureErrorNo.UNKNOWN_ERROR, f"{type(e).__name__}: {e}")

@@ -145,6 +145,8 @@ class Measurer:
             for j, res in self._measured(inputs):
                 i, inp = todo[j], inputs[j]
                 out[i] = res
+                if res.calibration > 0:
+                    self.stats.calibrations.append(res.calibration)
                 key = keys[i]
                 assert key is not None
                 self.measured += 1

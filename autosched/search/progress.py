@@ -36,6 +36,7 @@ class TuneStats:
         self.errors: collections.Counter[str] = collections.Counter()
         self.build_time = 0.0
         self.run_time = 0.0
+        self.calibrations: list[float] = []  # this run's calibration figures (seconds per call)
 
     def add(self, error_no: MeasureErrorNo) -> None:
         """Count one measurement."""

@@ -10,7 +10,9 @@ search with a warning. ``transfer=[LOG, ...]`` fits the model on other workloads
 (:mod:`autosched.search.transfer`). With a model, its quality per batch goes to the progress bar
 and to ``LOG.model.jsonl`` (:class:`~autosched.search.progress.QualityLog`). At the end the top
 few programs are measured again with more repeats and the best is the lowest re-measured median
-(:mod:`autosched.search.final`). Where the operator has a hand-written schedule (matmul, conv2d
+(:mod:`autosched.search.final`). The result states how much the machine drifted during the run
+(:attr:`TuneResult.drift`: the calibration kernel timed beside the measurements,
+:mod:`autosched.runner.drift`). Where the operator has a hand-written schedule (matmul, conv2d
 NCHW on a CPU), that schedule is the first trial, so tuning never returns a slower program than
 the untuned one; ``measure_default=False`` leaves it out (the search alone).
 
@@ -47,6 +49,7 @@ from ..model.feature_workers import in_session
 from ..ops.schedules import has_hand_written
 from ..records import is_remeasurement
 from ..records.log import read_records
+from ..runner.drift import drift_of
 from ..runner.measure import (
     Builder,
     MeasureErrorNo,
@@ -91,6 +94,13 @@ class TuneResult:
     tuner: str = ""
     model: str | None = None
     remeasured_trials: int = 0  # programs this run measured again at the end (see search.final)
+    #: how much the machine drifted during this run: the calibration kernel's figures (see
+    #: :class:`~autosched.runner.drift.Drift`: samples, median_s, low_pct, high_pct, spread_pct);
+    #: None where nothing was calibrated
+    drift: dict[str, float] | None = None
+    #: the calibration kernel's time when the best was re-measured (compare best_time_ms / this
+    #: with a later timing of both); None where it was not
+    best_calibration_ms: float | None = None
     best_steps: tuple[Any, ...] = field(default=(), repr=False)
 
     @property
@@ -307,6 +317,8 @@ def tune(
     best_cand, best = final.best, final.best_cost
     if best_cand is None and the_tuner.best_candidate is not None:  # not re-measured (or it failed)
         best_cand, best = the_tuner.best_candidate, the_tuner.best_cost
+    drift = drift_of([*stats.calibrations, *final.figures])
+    calibration = final.best_calibration if best_cand is final.best else 0.0
     return TuneResult(
         workload=task.workload.key,
         target=str(task.target),
@@ -325,5 +337,7 @@ def tune(
         tuner=type(the_tuner).__name__,
         model=model_name(learner.model) if learner is not None else None,
         remeasured_trials=final.measured,
+        drift=drift.to_json() if drift is not None else None,
+        best_calibration_ms=calibration * 1e3 if calibration > 0 else None,
         best_steps=best_cand.steps if best_cand is not None else (),
     )
