@@ -32,6 +32,7 @@ OPTIONAL_PACKAGES = {
     "threadpoolctl",
     "torch",
     "onnx",
+    "onnxruntime",
     "distributed",
     "dask",
 }
