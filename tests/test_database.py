@@ -94,13 +94,13 @@ def test_layout_one_directory_per_machine_one_log_per_target(tmp_path: Path) -> 
 # tune, load_best and compile through the database
 
 
+@pytest.mark.requires("gcc")
 def test_tune_without_a_log_records_into_the_database(tuned: tuple[Path, asc.Task, list[Record]]) -> None:
     path, task, records = tuned
     assert len(records) == 4 and all(r.target == str(task.target) for r in records)
     assert Database(path).logs() == [Database(path).log_for(task)]
 
 
-@pytest.mark.requires("gcc")
 @pytest.mark.requires("gcc")
 def test_tune_log_false_records_nothing(db_env: Path) -> None:
     task = asc.Task("relu", (4, 5), target=TARGET)
