@@ -23,6 +23,8 @@ Kinds are registered with :func:`register_kind`; each kind names the options it 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import platform
 import re
 import shlex
 from collections.abc import Callable
@@ -200,6 +202,21 @@ def openmp_flag(target: Target) -> str:
     return "-fopenmp=libgomp" if cross_clang else "-fopenmp"
 
 
+def math_libs(target: Target) -> list[str]:
+    """The math libraries C code for ``target`` links: ``-lm``, and first ``-lmvec`` (glibc's vector
+    math, whose functions the emitted header declares vectorizable for gcc on x86_64 glibc) where
+    gcc builds for this x86_64 glibc host."""
+    gcc = "clang" not in Path(target.cc or "gcc").name
+    vector = gcc and target.machine == "x86_64" and not target.is_cross and _host_libc() == "glibc"
+    return ["-lmvec", "-lm"] if vector else ["-lm"]
+
+
+@functools.cache
+def _host_libc() -> str:
+    """The C library of this host (``glibc``, or "" where Python cannot tell)."""
+    return platform.libc_ver()[0]
+
+
 @register_kind
 class CKind(TargetKind):
     """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
@@ -230,9 +247,11 @@ class CKind(TargetKind):
         return self.machine(target) != host_arch()
 
     def cflags(self, target: Target, shared: bool) -> list[str]:
-        """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast`` + CPU flags + extras."""
+        """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast -fno-math-errno`` + CPU flags
+        + extras (kernels never read ``errno``: without it, loops calling ``expf``, ``logf``, ``powf``
+        or ``sqrtf`` vectorize)."""
         flags = ["-O3", "-std=gnu11", "-fPIC", *(["-shared"] if shared else [])]
-        flags += [openmp_flag(target), "-ffp-contract=fast"]
+        flags += [openmp_flag(target), "-ffp-contract=fast", "-fno-math-errno"]
         if "clang" not in Path(target.cc or "gcc").name:
             # gcc 12.2 miscompiles if-converted, AVX-512-vectorized loops with guarded loads (seen on
             # a padded conv2d: tests/test_emit_c.py::test_gcc_if_conversion_workaround); emitted

@@ -31,6 +31,11 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         ("odd", (1, 5, 9, 7, 12, 3, 3, 2, 1, 4, "bias,gelu")),
     ],
     "fused_dense": [("even", (16, 32, 16, "bias,relu")), ("odd", (7, 13, 19, "bias,add,gelu"))],
+    # (M, N, K, block, epilogue): the weight packed by blocks of outputs, N off the block
+    "fused_dense_packed": [("even", (16, 32, 16, 16, "bias,relu")), ("odd", (7, 13, 19, 8, "bias,add,gelu"))],
+    # the elementwise kernels of an LSTM step (autosched.graph.lstm_cell)
+    "lstm_state": [("even", (2, 16, True)), ("odd", (3, 7, False))],
+    "lstm_hidden": [("even", (2, 16)), ("odd", (3, 7))],
     "fused_batch_matmul": [("even", (2, 16, 16, 8, "bias")), ("odd", (3, 13, 17, 7, "add,sigmoid"))],
     "fused_elementwise": [
         ("even", (2, 8, 16, "bias,add,relu")), ("odd", (3, 7, 5, "scale,sub,mul,div,gelu")),

@@ -40,6 +40,7 @@ NAMES = {
     "fused_dense": "autosched.graph.fused.fused_dense_cpu",
     "batch_matmul": "autosched.ops.schedules.batch_matmul_cpu",
     "fused_batch_matmul": "autosched.graph.fused.fused_batch_matmul_cpu",
+    "fused_dense_packed": "autosched.graph.dense_packed.fused_dense_packed_cpu",
 }
 
 
@@ -82,7 +83,7 @@ def test_gemm_and_matmul_nodes_run_the_hand_written_defaults_and_match_onnxrunti
     graph = asc.from_onnx(model)
     net = asc.build_network(graph)
     kinds = sorted({b.task.workload.name for b in net.built} & set(NAMES))
-    assert kinds == ["fused_batch_matmul", "fused_dense"]
+    assert kinds == ["fused_batch_matmul", "fused_dense_packed"]  # constant weights: packed on a CPU
     assert all(default_schedule(b.task.workload, b.task.target)[1] == NAMES[b.task.workload.name]
                for b in net.built if b.task.workload.name in NAMES)
     x = np.random.default_rng(2).standard_normal((7, 19)).astype(np.float32)

@@ -118,7 +118,8 @@ def _spaces(log: Path) -> dict[str, set[str]]:
 def test_tune_network_searches_packed_convolutions_in_their_template(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     b = asc.GraphBuilder("conv_dense")
-    y = b.relu(b.conv2d(b.input("x", (1, 4, 6, 6)), b.constant(rng.standard_normal((16, 4, 3, 3))), pad=1))
+    # 32 channels x 3 x 3 values per output: packed (fewer run flat, .conv_flat.runs_flat)
+    y = b.relu(b.conv2d(b.input("x", (1, 32, 6, 6)), b.constant(rng.standard_normal((16, 32, 3, 3))), pad=1))
     b.output(b.dense(b.flatten(y), b.constant(rng.standard_normal((5, 576)))))
     graph = b.build()
     log = tmp_path / "net.jsonl"
@@ -128,7 +129,7 @@ def test_tune_network_searches_packed_convolutions_in_their_template(tmp_path: P
     assert spaces["fused_conv2d_packed"] == {"template"}
     assert spaces.get("fused_dense", {"sketch"}) == {"sketch"}
     net = asc.build_network(graph, log)
-    xv = np.random.default_rng(2).standard_normal((1, 4, 6, 6)).astype(np.float32)
+    xv = np.random.default_rng(2).standard_normal((1, 32, 6, 6)).astype(np.float32)
     np.testing.assert_allclose(net(xv), asc.build_network(graph)(xv), rtol=1e-4, atol=1e-4)
 
 

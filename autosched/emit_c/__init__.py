@@ -20,6 +20,25 @@ HEADER = """\
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__)
+/* glibc's vector math library (libmvec, within 4 ulp): gcc vectorizes loops calling these */
+#define ASC_SIMD __attribute__((__simd__("notinbranch")))
+#if __GLIBC_PREREQ(2, 22)
+extern float expf(float) ASC_SIMD;
+extern float logf(float) ASC_SIMD;
+extern float powf(float, float) ASC_SIMD;
+extern double exp(double) ASC_SIMD;
+extern double log(double) ASC_SIMD;
+extern double pow(double, double) ASC_SIMD;
+#endif
+#if __GLIBC_PREREQ(2, 35)
+extern float tanhf(float) ASC_SIMD;
+extern float erff(float) ASC_SIMD;
+extern double tanh(double) ASC_SIMD;
+extern double erf(double) ASC_SIMD;
+#endif
+#undef ASC_SIMD
+#endif
 """
 
 PORTABLE_HEADER = """\

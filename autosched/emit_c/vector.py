@@ -15,12 +15,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..dtypes import dtype as dtype_info
-from ..expr import BinOp, Const, Expr, Var, as_expr, children, substitute
+from ..expr import BinOp, Call, Const, Expr, Var, as_expr, children, substitute
 from ..lower.ir import Buffer, BufLoad, For, Seq, Store
 from ..lower.simplify import linear, rebuild, simplify
 
 MAX_UNROLLED_CHUNKS = 8
 VECTOR_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+#: math functions a vector loop applies lane by lane in a helper (:meth:`_VectorPrinter.math`)
+VECTOR_MATH = frozenset({"exp", "log", "sqrt", "tanh", "sigmoid", "erf", "pow", "abs", "floor", "ceil"})
 INT_OF = {"float32": "int32_t", "float64": "int64_t"}
 
 
@@ -165,7 +167,36 @@ class _VectorPrinter:
             if e.op in ("min", "max"):
                 return f"{self.minmax(e.op)}({ta}, {tb})", True
             return None
+        if isinstance(e, Call) and e.name in VECTOR_MATH and self.depends(e):
+            args = [self._vec(a, base) for a in e.args]
+            if any(a is None for a in args) or e.type != self.dtype:
+                return None
+            texts = [a[0] if a[1] else self.bcast(a[0]) for a in args if a is not None]
+            if e.name == "sigmoid":
+                one = self.bcast(self.p.const(Const(1.0, self.dtype)))
+                return f"({one} / ({one} + {self.math('exp', 1)}(-{texts[0]})))", True
+            return f"{self.math(e.name, len(texts))}({', '.join(texts)})", True
         return None if self.depends(e) else (self.scalar(e), False)
+
+    def math(self, name: str, arity: int) -> str:
+        """A helper applying the C math function ``name`` to each lane: a loop that gcc vectorizes
+        with glibc's vector math (see the emitter's header; ``simdlen``: one call of the vector
+        function as wide as the loop's vectors) and anything else runs lane by lane."""
+        helper = f"{self.vt}_{name}"
+        sfx = "f" if self.dtype == "float32" else ""
+        fn = f"fabs{sfx}" if name == "abs" else f"{name}{sfx}"
+        elem = self.p.ctype(self.dtype)
+        params = ", ".join(f"{self.vt} a{k}" for k in range(arity))
+        unions = ", ".join(f"x{k} = {{a{k}}}" for k in range(arity))
+        lanes = ", ".join(f"x{k}.e[i]" for k in range(arity))
+        self.p.helpers[helper] = (
+            f"static inline {self.vt} {helper}({params}) {{\n"
+            f"  union {{ {self.vt} v; {elem} e[{self.lanes}]; }} {unions}, r;\n"
+            f"  _Pragma(\"omp simd simdlen({self.lanes})\")\n"
+            f"  for (int i = 0; i < {self.lanes}; ++i) r.e[i] = {fn}({lanes});\n"
+            f"  return r.v;\n}}"
+        )
+        return helper
 
     def minmax(self, op: str) -> str:
         name = f"{self.vt}_{op}"

@@ -5,14 +5,16 @@
     net = asc.build_network(graph, log="model.jsonl")
 """
 
-# importing registers the workloads of the network operators and a template
+# importing registers the workloads of the network operators and their templates
 from . import (  # noqa: F401
+    flat_template,
     fused,
     layers_conv,
     layers_pool,
     layers_resize,
     layers_tensor,
     layers_transposed,
+    lstm_cell,
     packed_template,
 )
 from .fusion import Group, TaskInfo, extract_tasks, fuse

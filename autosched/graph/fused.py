@@ -20,7 +20,6 @@ from ..ops.registry import workload
 from ..ops.schedules import (
     SCHEDULES,
     packed_panel,
-    tile_conv2d_nchw,
     tile_conv2d_packed,
     tile_dot,
     tile_matmul,
@@ -28,6 +27,8 @@ from ..ops.schedules import (
 from ..schedule import Schedule
 from ..target import Target
 from . import epilogue as epi
+from .conv_flat import flat_stages, tile_conv2d_flat
+from .rows_cpu import elementwise_cpu
 
 
 def _conv_ref(
@@ -71,26 +72,17 @@ def fused_conv2d(
     epilogue: str = "", dtype: str = "float32",
 ) -> list[Tensor]:
     """NCHW grouped convolution (groups == C == K: depthwise) of data(N, C, H, W) with
-    kernel(K, C/groups, R, S), then the epilogue; stages pad, conv, then one per epilogue step."""
+    kernel(K, C/groups, R, S), then the epilogue, computed over flat pixels
+    (:mod:`.conv_flat`): stages pad (unless 1x1 of stride 1), conv_flat, conv, then one per
+    epilogue step."""
     check_positive("fused_conv2d", N=N, C=C, H=H, W=W, K=K, R=R, S=S, groups=groups)
     if C % groups or K % groups:
         raise ValueError(f"fused_conv2d: groups ({groups}) must divide C ({C}) and K ({K})")
-    p = conv_out_size("fused_conv2d", H, R, stride, pad, 1)
-    q = conv_out_size("fused_conv2d", W, S, stride, pad, 1)
-    cg, kg = C // groups, K // groups
+    conv_out_size("fused_conv2d", H, R, stride, pad, 1)
+    conv_out_size("fused_conv2d", W, S, stride, pad, 1)
     data = te.placeholder((N, C, H, W), dtype, name="data")
-    kernel = te.placeholder((K, cg, R, S), dtype, name="kernel")
-    src = pad_nchw(data, pad, 0) if pad > 0 else data
-    rc, ry, rx = te.reduce_axis(cg, "rc"), te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
-
-    def body(n: Expr, f: Expr, y: Expr, x: Expr) -> Expr:
-        h = scaled(y, stride) + ry.var
-        w = scaled(x, stride) + rx.var
-        c = rc.var if groups == 1 else (f // kg) * cg + rc.var
-        return te.sum(src[n, c, h, w] * kernel[f, rc, ry, rx], axis=[rc, ry, rx])
-
-    conv = te.compute((N, K, p, q), body, name="conv")
-    extras, out = epi.build(conv, epilogue, 1)
+    kernel = te.placeholder((K, C // groups, R, S), dtype, name="kernel")
+    extras, out = epi.build(flat_stages(data, kernel, stride, pad, groups), epilogue, 1)
     return [data, kernel, *extras, out]
 
 
@@ -244,13 +236,15 @@ def global_avg_pool2d(N: int, C: int, H: int, W: int, dtype: str = "float32") ->
 
 
 def fused_conv2d_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
-    """The default schedule of ``fused_conv2d``: the loops of the hand-written direct convolution
-    (:func:`~autosched.ops.schedules.conv2d_nchw_cpu`) over the output stage, the epilogue inlined
-    into it and the convolution's accumulator tile computed inside each output tile."""
+    """The default schedule of ``fused_conv2d``: :func:`.conv_flat.tile_conv2d_flat` over the
+    output stage, the epilogue and the unflattening stage inlined into it, the flat convolution
+    computed per register tile."""
     s = epi.inline_default(tensors, target)
-    out = tensors[-1]
-    conv = s.stages["conv"].op.output(0)
-    tile_conv2d_nchw(s, out, s.cache_write(conv, "local") if out.op.name == "conv" else conv, target)
+    out, data, kernel = tensors[-1], tensors[0], tensors[1]
+    if out.op.name != "conv":
+        s[s.stages["conv"].op.output(0)].compute_inline()
+    groups = as_int(data.shape[1]) // as_int(kernel.shape[1])
+    tile_conv2d_flat(s, out, s.stages["conv_flat"].op.output(0), groups, target)
     return s
 
 
@@ -293,5 +287,5 @@ SCHEDULES.update(
     fused_dense=fused_dense_cpu,
     fused_batch_matmul=fused_batch_matmul_cpu,
 )
-#: an elementwise chain starts from the naive schedule with its epilogue inlined
-SCHEDULES["fused_elementwise"] = epi.inline_default
+#: an elementwise chain: one vectorized loop nest (softmax and layer norm are registered there too)
+SCHEDULES["fused_elementwise"] = elementwise_cpu

@@ -20,16 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..ops import Workload, get_workload
+from .dense_packed import DENSE_BLOCK_ATTR
 from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node, Shape
 from .layers import shape_text, view3
 from .layers_tensor import canonical_reduce
 from .layout import BLOCK_ATTR, for_target
+from .sink_reshape import CHANNEL_AXIS, ORDERED
 
-#: the channel axis of each anchor's output (where a bias broadcasts)
-_CHANNEL_AXIS = {"conv2d": 1, "conv": 1, "conv_transpose": 1, "dense": 1, "batch_matmul": 2}
 _STEP = {"bias_add": "bias", "scale": "scale", **{op: op for op in ELEMENTWISE_OPS - PER_CHANNEL_OPS}}
-#: elementwise operators whose chained value must be the first operand
-_ORDERED = frozenset({"sub", "div", "pow"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +66,7 @@ def _chain(
             break
         if nxt.op in PER_CHANNEL_OPS and (nxt.inputs[0] != value or nxt.attr("axis") != axis):
             break
-        if nxt.op in _ORDERED and nxt.inputs[0] != value:
+        if nxt.op in ORDERED and nxt.inputs[0] != value:
             break
         nodes.append(nxt)
         extras.extend(v for v in nxt.inputs if v != value)
@@ -106,7 +104,10 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
         args = (data, weight, *window, node.attr("groups"), epilogue, graph.dtype)
         return get_workload(f"fused_{node.op}", args)
     if node.op == "dense":
-        (m, k), (n, _) = shape[node.inputs[0]], shape[node.inputs[1]]
+        (m, k), n = shape[node.inputs[0]], shape[node.output][1]
+        block = dict(node.attrs).get(DENSE_BLOCK_ATTR)
+        if block is not None:  # the weight packed by output blocks (.dense_packed)
+            return get_workload("fused_dense_packed", (m, n, k, block, epilogue, graph.dtype))
         return get_workload("fused_dense", (m, n, k, epilogue, graph.dtype))
     (b, m, k), (_, _, n) = shape[node.inputs[0]], shape[node.inputs[1]]
     return get_workload("fused_batch_matmul", (b, m, n, k, epilogue, graph.dtype))
@@ -241,7 +242,7 @@ def fuse(graph: Graph) -> list[Group]:
         if node.output in taken:
             continue
         if node.op in COMPLEX_OPS:
-            chain, extras = _chain(graph, node, _CHANNEL_AXIS[node.op], users, taken)
+            chain, extras = _chain(graph, node, CHANNEL_AXIS[node.op], users, taken)
             wl = _anchor_workload(graph, node, _epilogue(chain))
             group = Group((node, *chain), (*node.inputs, *extras), (chain[-1] if chain else node).output, wl)
         elif node.op in ELEMENTWISE_OPS:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .builder_nn import NNBuilder
+from .builder_rnn import RecurrentBuilder
 from .builder_tensor import TensorBuilder
 from .ir_core import (
     COMPLEX_OPS,
@@ -40,10 +41,11 @@ __all__ = [
 ]
 
 
-class GraphBuilder(NNBuilder, TensorBuilder):
+class GraphBuilder(NNBuilder, TensorBuilder, RecurrentBuilder):
     """Writes a :class:`Graph` one operator at a time; each method returns its output's name
     (the convolution-network operators are :class:`.builder_nn.NNBuilder`'s, the elementwise
-    functions, reductions, slices and gathers :class:`.builder_tensor.TensorBuilder`'s)."""
+    functions, reductions, slices and gathers :class:`.builder_tensor.TensorBuilder`'s, the LSTM
+    cell's :class:`.builder_rnn.RecurrentBuilder`'s)."""
 
     def dense(self, x: str, w: str, bias: str | None = None, *, name: str | None = None) -> str:
         """x (M, K) @ w (N, K).T (+ bias (N,))."""

@@ -34,6 +34,14 @@ PER_CHANNEL_OPS = frozenset({"bias_add", "scale"})
 LAYOUT_OPS = frozenset({"reshape", "concat"})
 
 
+def fresh_name(base: str, taken: dict[str, Shape]) -> str:
+    """``base``, or ``base`` with the first number appended that no value of ``taken`` has."""
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}{i}", i + 1
+    return name
+
+
 class GraphError(ValueError):
     """A graph that cannot be built: a bad shape, an unknown value, an unsupported operator."""
 

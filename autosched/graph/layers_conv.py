@@ -25,16 +25,20 @@ from ..schedule import Schedule
 from ..target import Target
 from . import epilogue as epi
 from .builder_nn import window_out
+from .conv_packed import blocked_conv_stage, is_packed, logical_kernel, tile_conv_packed, unpack_weight
 from .layers import dims, int_list
 
 _REDUCE_NAMES = {1: ("rx",), 2: ("ry", "rx"), 3: ("rd", "ry", "rx")}
 
 
 def conv_geometry(
-    op: str, shape: str, kernel: str, strides: str, pads: str, dilations: str
+    op: str, shape: str, kernel: str, strides: str, pads: str, dilations: str, transposed: bool = False
 ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """(data shape, weight shape, strides, pads, dilations), checked."""
+    """(data shape, weight shape, strides, pads, dilations), checked; the weight's shape as
+    unpacked where it comes packed (:mod:`.conv_packed`)."""
     x, w = dims(shape), dims(kernel)
+    if is_packed(x, w):
+        w = logical_kernel(w, transposed)
     rank = len(x) - 2
     s, p = int_list(strides, f"{op}: strides"), int_list(pads, f"{op}: pads")
     d = int_list(dilations, f"{op}: dilations")
@@ -88,6 +92,8 @@ def _conv_ref(data: np.ndarray, kernel: np.ndarray, *extras: np.ndarray, strides
               dilations: str, groups: int, epilogue: str) -> np.ndarray:
     s, p, d = int_list(strides, "strides"), int_list(pads, "pads"), int_list(dilations, "dilations")
     rank = data.ndim - 2
+    if is_packed(data.shape, kernel.shape):
+        kernel = unpack_weight(kernel)
     acc = accumulator(data.dtype.name)
     x: np.ndarray = np.pad(data.astype(acc), [(0, 0), (0, 0), *zip(p[:rank], p[rank:], strict=True)])
     taps = kernel.shape[2:]
@@ -128,17 +134,26 @@ def fused_conv(
     dtype: str = "float32",
 ) -> list[Tensor]:
     """Convolution of data(shape: N, C, *spatial, 1 to 3 axes) with kernel(K, C/groups, *taps),
-    ONNX's strides, pads and dilations, then the epilogue; stages pad, conv, one per epilogue step."""
+    ONNX's strides, pads and dilations, then the epilogue; stages pad, conv, one per epilogue step.
+    A kernel of one axis more is packed, (K/b, C, *taps, b), one group only: stages pad,
+    conv_blk, conv, the epilogue (:mod:`.conv_packed`)."""
     x, w, s, p, d = conv_geometry("fused_conv", shape, kernel, strides, pads, dilations)
     if x[1] != w[1] * groups or w[0] % groups:
         raise ValueError(f"fused_conv: weight {kernel!r} does not fit data {shape!r} with {groups} groups")
+    given = dims(kernel)
+    if is_packed(x, given) and groups != 1:
+        raise ValueError(f"fused_conv: a packed kernel {kernel!r} needs groups 1, got {groups}")
     out = _conv_out(x, w, s, p, d)
     rank = len(s)
     data = te.placeholder(x, dtype, name="data")
-    weight = te.placeholder(w, dtype, name="kernel")
+    weight = te.placeholder(given, dtype, name="kernel")
     extent = tuple(x[2 + i] + p[i] + p[rank + i] for i in range(rank))
     src = pad_spatial(data, p[:rank], extent, 0.0) if any(p) else data
-    conv = conv_stage(src, weight, out, s, d, groups, lambda f, c, taps: weight[(f, c, *taps)])
+    if is_packed(x, given):
+        conv = blocked_conv_stage(src, out, w[2:], s, d, given[-1],
+                                  lambda fo, fi, c, taps: weight[(fo, c, *taps, fi)])
+    else:
+        conv = conv_stage(src, weight, out, s, d, groups, lambda f, c, taps: weight[(f, c, *taps)])
     extras, result = epi.build(conv, epilogue, 1)
     return [data, weight, *extras, result]
 
@@ -180,10 +195,16 @@ def tile_conv_nd(s: Schedule, out: Tensor, acc: Tensor, target: Target | str = "
 def conv_nd_cpu(tensors: list[Tensor], target: Target | str = "c") -> Schedule:
     """The default schedule of ``fused_conv`` (and of a ``fused_conv_transpose`` computed as a
     convolution): :func:`tile_conv_nd` over the output stage, the epilogue inlined into it, the
-    convolution's accumulator tile computed inside each output tile."""
+    convolution's accumulator tile computed inside each output tile; with a packed kernel
+    :func:`.conv_packed.tile_conv_packed`."""
     s = epi.inline_default(tensors, target)
     out = tensors[-1]
     conv = s.stages["conv"].op.output(0)
+    if "conv_blk" in s.stages:  # a packed kernel: vectorized along its blocks of output channels
+        if out.op.name != "conv":
+            s[conv].compute_inline()
+        tile_conv_packed(s, out, s.stages["conv_blk"].op.output(0), target)
+        return s
     tile_conv_nd(s, out, s.cache_write(conv, "local") if out.op.name == "conv" else conv, target)
     return s
 

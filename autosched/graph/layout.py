@@ -1,24 +1,33 @@
 """Weight layouts chosen for the target: convolution kernels packed by output-channel blocks.
 
-On a CPU a direct convolution is fastest vectorized along output channels: one vector of kernel
-values for a block of channels times one broadcast input value, for any stride and any output
-width (NCHW's rows of 7 or 14 outputs fill vectors badly, and a stride-2 row is a gather). That
-needs the kernel's channels innermost, so :func:`for_target` rewrites a graph for a C target: each
-convolution of one group whose weight is a constant and whose output channels a block divides
-reads a packed copy of its weight (``fused_conv2d_packed``'s layout), made once here, as
-onnxruntime and oneDNN pack weights when a model is loaded. A block is one vector of float32 where
-the target's vectors hold 8 or more (16 with AVX-512), else :data:`CONV_BLOCK` channels; a
-convolution whose channels that does not divide gets blocks of :data:`CONV_BLOCK`
-(:func:`conv_blocks`). GPU targets keep the graph as it is.
+On a CPU a direct convolution with many values per output is fastest vectorized along output
+channels: one vector of kernel values for a block of channels times one broadcast input value, for
+any stride and any output width. That needs the kernel's channels innermost, so :func:`for_target`
+rewrites a graph for a C target: each convolution (2-D, N-d or transposed) of one group whose
+weight is a constant and whose output channels a block divides reads a packed copy of its weight
+(``fused_conv2d_packed``'s layout; N-d and transposed ones :mod:`.conv_packed`'s), made once here,
+as onnxruntime and oneDNN pack weights when a model is loaded; but a 2-D one computed over flat
+pixels (:func:`.conv_flat.runs_flat`: 1x1 of stride 1, or few values per output) and an N-d or
+transposed one of fewer than :data:`.conv_flat.FLAT_REDUCTION` values per output keep theirs. A
+block is one vector of float32 where the target's vectors hold 8 or more (16 with AVX-512), else
+:data:`CONV_BLOCK` channels; a convolution whose channels that does not divide gets blocks of
+:data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the graph as it is.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+
+import numpy as np
 
 from ..target import Target
+from .conv_flat import FLAT_REDUCTION, runs_flat
+from .conv_packed import pack_weight
+from .dense_packed import pack_dense_weights
 from .fused import pack_kernel
 from .ir import Graph, Node
+from .repack import PackPlan, with_packed_weights
+from .sink_reshape import sink_reshapes
 
 #: output channels per kernel block at least: one AVX2 vector of float32, two NEON vectors
 CONV_BLOCK = 8
@@ -39,52 +48,56 @@ def conv_blocks(target: Target | str) -> tuple[int, ...]:
     return (lanes, CONV_BLOCK) if lanes > CONV_BLOCK else (CONV_BLOCK,)
 
 
+#: the convolution operators whose weight :func:`pack_conv_weights` packs
+PACKED_OPS = frozenset({"conv2d", "conv", "conv_transpose"})
+
+
 def _block(graph: Graph, node: Node, blocks: tuple[int, ...]) -> int | None:
     """The block of ``blocks`` that ``node``'s weight is packed by, None if it is not packed."""
-    if node.op != "conv2d" or BLOCK_ATTR in dict(node.attrs) or node.attr("groups") != 1:
+    if node.op not in PACKED_OPS or BLOCK_ATTR in dict(node.attrs) or node.attr("groups") != 1:
         return None
     weight = node.inputs[1]
     if weight not in graph.constants:
         return None
-    return next((b for b in blocks if graph.shapes[weight][0] % b == 0), None)
+    shape = graph.shapes[weight]
+    if node.op == "conv2d":
+        _, c, r, s = shape
+        if runs_flat(c, r, s, node.attr("stride"), node.attr("pad")):  # vectorized along pixels instead
+            return None
+    elif math.prod(shape[1:] if node.op == "conv" else (shape[0], *shape[2:])) < FLAT_REDUCTION:
+        return None  # few values per output: (K, C, *taps), or a transposed one's (C, K, *taps)
+    channels = shape[1] if node.op == "conv_transpose" else shape[0]
+    return next((b for b in blocks if channels % b == 0), None)
 
 
-def _fresh(name: str, taken: dict[str, tuple[int, ...]]) -> str:
-    out, i = name, 1
-    while out in taken:
-        out, i = f"{name}{i}", i + 1
-    return out
+def _packed(weight: np.ndarray, op: str, block: int) -> np.ndarray:
+    """``weight`` of a node of ``op`` packed by ``block`` output channels."""
+    if op == "conv2d":
+        return pack_kernel(weight, block)
+    return pack_weight(weight, block, transposed=op == "conv_transpose")
 
 
 def pack_conv_weights(graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,)) -> Graph:
     """A copy of ``graph`` whose packable convolutions (see the module) read packed weights,
     named ``<weight>.packed``, by the first of ``blocks`` that divides their output channels; a
     weight no other node reads is dropped. Idempotent; ``graph`` is left as it was."""
-    if all(_block(graph, n, blocks) is None for n in graph.nodes):
-        return graph
-    constants, shapes = dict(graph.constants), dict(graph.shapes)
-    nodes: list[Node] = []
-    packed_of: dict[str, str] = {}
-    for node in graph.nodes:
+
+    def plan(node: Node) -> PackPlan | None:
         block = _block(graph, node, blocks)
         if block is None:
-            nodes.append(node)
-            continue
-        weight = node.inputs[1]
-        packed = packed_of.get(weight)
-        if packed is None:
-            packed = packed_of[weight] = _fresh(f"{weight}.packed", shapes)
-            constants[packed] = pack_kernel(graph.constants[weight], block)
-            shapes[packed] = constants[packed].shape
-        attrs = tuple(sorted((*node.attrs, (BLOCK_ATTR, block))))
-        nodes.append(replace(node, inputs=(node.inputs[0], packed, *node.inputs[2:]), attrs=attrs))
-    read = {v for n in nodes for v in n.inputs} | set(graph.outputs)
-    for name in [c for c in constants if c not in read]:
-        del constants[name], shapes[name]
-    return replace(graph, constants=constants, nodes=nodes, shapes=shapes)
+            return None
+        op = node.op
+        key = (node.inputs[1], op == "conv_transpose", block)
+        return PackPlan(key, BLOCK_ATTR, block, lambda weight: _packed(weight, op, block))
+
+    return with_packed_weights(graph, plan)
 
 
 def for_target(graph: Graph, target: Target | str = "c") -> Graph:
-    """``graph`` as it is compiled for ``target``: :func:`pack_conv_weights` by
-    :func:`conv_blocks` on C targets."""
-    return pack_conv_weights(graph, conv_blocks(target)) if packs_weights(target) else graph
+    """``graph`` as it is compiled for ``target``: reshapes moved below the elementwise chains
+    after them (:func:`.sink_reshape.sink_reshapes`), then on C targets :func:`pack_conv_weights`
+    by :func:`conv_blocks` and the dense weights packed (:func:`.dense_packed.pack_dense_weights`)."""
+    graph = sink_reshapes(graph)
+    if not packs_weights(target):
+        return graph
+    return pack_dense_weights(pack_conv_weights(graph, conv_blocks(target)), target)

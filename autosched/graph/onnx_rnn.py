@@ -2,13 +2,14 @@
 shapes are known) into dense, slice, elementwise and concat nodes.
 
 Each direction multiplies the whole sequence by its input weights in one dense layer; each step
-adds the recurrent product to its rows and applies the gates. Initial states may be given (a
-constant of zeros is no state at all); the outputs Y, Y_h and Y_c are built where they are read.
+adds the recurrent product to its rows (the dense's epilogue) and applies the gates (an LSTM's in
+two kernels: :mod:`.lstm_cell`). Initial states may be given (a constant of zeros is no state at
+all); the outputs Y, Y_h and Y_c are built where they are read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,6 +36,14 @@ class Cell:
     rb: np.ndarray  # (gates * H,)
     h: str | None  # the hidden state (batch, H); None: zeros
     c: str | None = None  # the LSTM cell state
+    consts: dict[str, str] = field(default_factory=dict)  # graph constants made once, by purpose
+
+    def const(self, cx: Importer, key: str, array: np.ndarray) -> str:
+        """The graph constant of ``array`` for ``key``, made on the first step and read by every
+        step after it (one copy of the recurrent weights, which stay in the cache)."""
+        if key not in self.consts:
+            self.consts[key] = cx.constant(array)
+        return self.consts[key]
 
 
 def _check(cx: Importer, n: OnnxNode, dirs: int) -> None:
@@ -80,21 +89,19 @@ def _cols(cx: Importer, x: str, gate: int, hidden: int) -> str:
     return take(cx, x, 1, gate * hidden, (gate + 1) * hidden)
 
 
-def _lstm_step(cx: Importer, cell: Cell, gates: str, hidden: int) -> None:
-    i, o, f = (cx.b.sigmoid(_cols(cx, gates, g, hidden)) for g in range(3))
-    candidate = cx.b.unary(_cols(cx, gates, 3, hidden), "tanh")
-    new = cx.b.mul(i, candidate)
-    cell.c = new if cell.c is None else cx.b.add(cx.b.mul(f, cell.c), new)
-    cell.h = cx.b.mul(o, cx.b.unary(cell.c, "tanh"))
+def _lstm_step(cx: Importer, cell: Cell, gates: str) -> None:
+    """The gates of one LSTM step: two kernels (:mod:`.lstm_cell`), the cell state, then the hidden."""
+    cell.c = cx.b.lstm_state(gates, cell.c)
+    cell.h = cx.b.lstm_hidden(gates, cell.c)
 
 
 def _gru_step(cx: Importer, n: OnnxNode, cell: Cell, xt: str, hidden: int) -> None:
     batch = cx.b.shape(xt)[0]
     if n.attrs.get("linear_before_reset", 0):
         if cell.h is None:
-            hr = cx.constant(np.tile(cell.rb, (batch, 1)))
+            hr = cell.const(cx, "rb rows", np.tile(cell.rb, (batch, 1)))
         else:
-            hr = cx.b.dense(cell.h, cx.constant(cell.r), cx.constant(cell.rb))
+            hr = cx.b.dense(cell.h, cell.const(cx, "r", cell.r), cell.const(cx, "rb", cell.rb))
         z, r = (cx.b.sigmoid(cx.b.add(_cols(cx, xt, g, hidden), _cols(cx, hr, g, hidden))) for g in range(2))
         recurrent = cx.b.mul(r, _cols(cx, hr, 2, hidden))
     else:
@@ -102,10 +109,10 @@ def _gru_step(cx: Importer, n: OnnxNode, cell: Cell, xt: str, hidden: int) -> No
             z = cx.b.sigmoid(_cols(cx, xt, 0, hidden))
             recurrent = None
         else:
-            hzr = cx.b.dense(cell.h, cx.constant(cell.r[: 2 * hidden]))
+            hzr = cx.b.dense(cell.h, cell.const(cx, "r zr", cell.r[: 2 * hidden]))
             z, r = (cx.b.sigmoid(cx.b.add(_cols(cx, xt, g, hidden), _cols(cx, hzr, g, hidden)))
                     for g in range(2))
-            recurrent = cx.b.dense(cx.b.mul(r, cell.h), cx.constant(cell.r[2 * hidden :]))
+            recurrent = cx.b.dense(cx.b.mul(r, cell.h), cell.const(cx, "r h", cell.r[2 * hidden :]))
     pre = _cols(cx, xt, 2, hidden)
     candidate = cx.b.unary(pre if recurrent is None else cx.b.add(pre, recurrent), "tanh")
     if cell.h is None:
@@ -127,9 +134,9 @@ def _unroll(
         if n.op == "GRU":
             _gru_step(cx, n, cell, xt, hidden)
         else:
-            gates = xt if cell.h is None else cx.b.add(xt, cx.b.dense(cell.h, cx.constant(cell.r)))
+            gates = xt if cell.h is None else cx.b.add(xt, cx.b.dense(cell.h, cell.const(cx, "r", cell.r)))
             if n.op == "LSTM":
-                _lstm_step(cx, cell, gates, hidden)
+                _lstm_step(cx, cell, gates)
             else:
                 cell.h = cx.b.unary(gates, "tanh")
         assert cell.h is not None

@@ -3,6 +3,8 @@ checks (explicit unrolling is in ``unrolling.py``)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..expr import BinOp, Cmp, Const, Expr, Extent, Var, as_expr, walk
 from ..schedule import ScheduleError
 from .ir import (
@@ -93,11 +95,12 @@ def _tails(loop: For) -> list[Cmp]:
     ]
 
 
-def _main_end(loop: For, ranges: Ranges) -> int:
-    """The largest ``m`` such that every guard in ``loop`` that tightens with its variable holds
-    for ``var < m`` (guards of the form ``a*var + rest < 0`` with ``a > 0``)."""
+def _main_end(loop: For, ranges: Ranges) -> tuple[int, int]:
+    """``(m, d)``: the largest ``m`` such that every guard in ``loop`` that tightens with its
+    variable holds for ``var < m``, and the smallest ``d`` such that one of them fails for
+    ``var >= d`` whatever the loops inside (guards of the form ``a*var + rest < 0``, ``a > 0``)."""
     assert isinstance(loop.begin, int) and isinstance(loop.extent, int)
-    end = loop.begin + loop.extent
+    end = dead = loop.begin + loop.extent
     tails = _tails(loop)
     inner = loop_ranges(loop.body, dict(ranges)) if tails else ranges
     for g in tails:
@@ -105,10 +108,12 @@ def _main_end(loop: For, ranges: Ranges) -> int:
         a = terms.pop(loop.var, 0)
         if a <= 0:
             continue
-        _, rest_hi = bounds((terms, k), inner)
+        rest_lo, rest_hi = bounds((terms, k), inner)
         if rest_hi != float("inf"):
             end = min(end, -(int(rest_hi) // a))  # var < ceil(-rest_hi / a)
-    return end
+        if rest_lo != -float("inf"):
+            dead = min(dead, -(int(rest_lo) // a))  # var >= ceil(-rest_lo / a)
+    return end, max(end, dead)
 
 
 def _symbolic_main_end(
@@ -217,20 +222,25 @@ def partition(
     memo: dict[int, tuple[Stmt, bool]] | None = None,
     sizes: frozenset[Var] = frozenset(),
 ) -> Stmt:
-    """Split loops with tail guards into a guard-free main part and a guarded tail. A loop over
+    """Split loops with tail guards into a guard-free main part and a guarded tail (an
+    image's last partial tile of pixel vectors: its vector loop cut to the pixels left). A loop over
     a symbolic extent (``sizes`` are the shape variables) gets a main part up to a symbolic bound,
     without the guards that bound proves."""
     memo = {} if memo is None else memo
     if not has_guards(s, memo):
         return s
     if isinstance(s, For):
-        if s.kind in ("serial", "unrolled", "unroll_hint"):
+        if s.kind in ("serial", "unrolled", "unroll_hint", "vectorized"):
+            # a vectorized loop's main part is whole vectors, its guarded tail (if any) scalar
             if isinstance(s.begin, int) and isinstance(s.extent, int):
-                m = _main_end(s, ranges)
-                if s.begin < m < s.begin + s.extent:
-                    main = For(s.var, s.begin, m - s.begin, s.kind, s.body, s.thread, s.auto_unroll)
-                    tail = For(s.var, m, s.begin + s.extent - m, s.kind, s.body, s.thread, s.auto_unroll)
-                    parts = [fold(main, dict(ranges)), fold(tail, dict(ranges))]
+                m, dead = _main_end(s, ranges)
+                end = s.begin + s.extent
+                if s.begin < m < end or m < dead < end:
+                    # main part without the guards, a guarded tail, then (dead, end): iterations
+                    # where a guard fails throughout (a band's last tiles past a partial band)
+                    cuts = sorted({s.begin, max(m, s.begin), min(dead, end), end})
+                    parts = [fold(For(s.var, a, b - a, s.kind, s.body, s.thread, s.auto_unroll), dict(ranges))
+                             for a, b in pairwise(cuts)]
                     return seq(partition(p, ranges, memo, sizes) for p in parts if p != EMPTY)
             # an unrolled loop of known extent stays whole (and unrolled), guards and all
             if sizes and (s.kind != "unrolled" or not isinstance(s.extent, int)):

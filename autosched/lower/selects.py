@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from itertools import pairwise
+from itertools import pairwise, product
 
 from ..expr import Cmp, Expr, Extent, Select, Var, walk
 from ..te.traverse import rewrite
@@ -26,6 +26,7 @@ from .simplify import FALSE, TRUE, Ranges, binop_sub, conjuncts, decide, linear,
 MAX_PARTS = 5  # pieces one loop may be split into
 MAX_EXTENT = 1 << 12  # longer loops are only unswitched, not split
 MAX_UNSWITCH = 2  # conditions hoisted around one loop (2**n copies of it)
+FEW = 4  # values of the other variables of a condition that cuts are found for
 
 
 def split_selects(s: Stmt, ranges: Ranges) -> Stmt:
@@ -53,30 +54,50 @@ def _uses(e: Expr, var: Var) -> bool:
     return any(isinstance(n, Var) and n == var for n in walk(e))
 
 
-def _cuts(loop: For, selects: list[Select]) -> list[int]:
-    """The values of the loop variable where a select condition of that variable alone changes.
+def _cuts(loop: For, selects: list[Select], ranges: Ranges | None = None) -> list[int]:
+    """The values of the loop variable where a select condition of that variable changes.
 
     A condition ``a * v + k <op> 0`` is linear in ``v``, so its truth can change only next to the
     root ``r = -k / a``: from ``v - 1`` to ``v`` at ``v = ceil(r)`` (``<``, ``>=``, ``==``) or
-    ``v = floor(r) + 1`` (``<=``, ``>``, ``!=``); both are checked instead of every ``v``."""
+    ``v = floor(r) + 1`` (``<=``, ``>``, ``!=``); both are checked instead of every ``v``. Other
+    loop variables of few values (a stride phase: ``2 * v + px - 1 >= 0``) count by each of their
+    values: between the cuts the condition is then the same for every ``v``, a condition of them
+    alone, which :func:`_unswitched` hoists."""
     assert isinstance(loop.begin, int) and isinstance(loop.extent, int)
     end = loop.begin + loop.extent
     found: set[int] = set()
     for sel in selects:
         for c in conjuncts(sel.cond):
-            if not isinstance(c, Cmp) or {v for v in walk(c) if isinstance(v, Var)} != {loop.var}:
+            if not isinstance(c, Cmp) or loop.var not in {v for v in walk(c) if isinstance(v, Var)}:
                 continue
-            terms, k = linear(binop_sub(c.a, c.b), {})
+            terms, k0 = linear(binop_sub(c.a, c.b), {})
             a = terms.pop(loop.var, 0)
-            if terms or a == 0:
+            values = _few_values(terms, ranges or {})
+            if a == 0 or values is None:
                 continue
-            root = Fraction(-k, a)
-            for v in (math.ceil(root), math.floor(root) + 1):
-                if loop.begin < v < end and decide(c.op, a * v + k, a * v + k) != decide(
-                    c.op, a * (v - 1) + k, a * (v - 1) + k
-                ):
-                    found.add(v)
+            coefs = list(terms.values())
+            for k in {k0 + sum(c * v for c, v in zip(coefs, vs, strict=True)) for vs in values}:
+                root = Fraction(-k, a)
+                for v in (math.ceil(root), math.floor(root) + 1):
+                    if loop.begin < v < end and decide(c.op, a * v + k, a * v + k) != decide(
+                        c.op, a * (v - 1) + k, a * (v - 1) + k
+                    ):
+                        found.add(v)
     return sorted(found)
+
+
+def _few_values(terms: dict[Expr, int], ranges: Ranges) -> list[tuple[int, ...]] | None:
+    """Every combination of values of ``terms`` (variables of at most :data:`FEW` combinations
+    in ``ranges``), or None."""
+    spans = []
+    for t in terms:
+        lo, hi = ranges.get(t, (-math.inf, math.inf)) if isinstance(t, Var) else (-math.inf, math.inf)
+        if not math.isfinite(hi - lo):
+            return None
+        spans.append(range(int(lo), int(hi) + 1))
+    if math.prod(len(r) for r in spans) > FEW:
+        return None
+    return list(product(*spans))
 
 
 def _decided(e: Expr, ranges: Ranges) -> Expr:
@@ -134,13 +155,17 @@ def _unswitched(loop: For, depth: int = 0) -> Stmt:
 def _vector_loop(loop: For, ranges: Ranges) -> Stmt:
     stores = _stores(loop.body)
     assert stores is not None
+    # conditions simplified under the loop's range first: a flat index split into rows and
+    # columns (``(j + 114 * r) // 114``) reads as the row ``r`` there, a condition of no lane
+    own = {**ranges, loop.var: span(loop.begin, loop.extent)}
+    stores = [Store(st.buffer, st.index, _decided(st.value, own)) for st in stores]
     selects = _selects(stores)
     if not selects:
         return loop
     if not (isinstance(loop.begin, int) and isinstance(loop.extent, int)) or loop.extent > MAX_EXTENT:
         return _unswitched(loop)
     end = loop.begin + loop.extent
-    bounds = [loop.begin, *_cuts(loop, selects), end]
+    bounds = [loop.begin, *_cuts(loop, selects, ranges), end]
     if len(bounds) - 1 > MAX_PARTS:
         return loop
     parts: list[Stmt] = []

@@ -30,14 +30,30 @@ def linear(e: Expr, ranges: Ranges) -> Linear:
     """``e`` (an integer expression) as (terms -> coefficient, constant)."""
     terms: dict[Expr, int] = {}
     k = _collect(e, ranges, 1, terms)
-    return terms, k
+    return terms, k + _fold_divmod(terms, ranges)
 
 
 def combine(parts: Iterable[tuple[Expr, int]], ranges: Ranges) -> Expr:
     """``sum(coef * e)`` over integer expressions, simplified (e.g. a flat index from its strides)."""
     terms: dict[Expr, int] = {}
     k = sum(_collect(e, ranges, c, terms) for e, c in parts)
-    return rebuild(terms, k)
+    return rebuild(terms, k + _fold_divmod(terms, ranges))
+
+
+def _fold_divmod(terms: dict[Expr, int], ranges: Ranges) -> int:
+    """Merge each ``c * m * (e // c) + m * (e % c)`` of ``terms`` into ``m * e`` (true of floor
+    division), in place; return the constant it adds. A flat index split into (row, column) and
+    put back together (``(i // W) * W + i % W``, a fused loop of an image's rows and columns
+    reading a flat tensor) is then affine in ``i``: a contiguous vector load, a bounded region."""
+    k = 0
+    for t in list(terms):
+        if not (isinstance(t, BinOp) and t.op == "floormod" and isinstance(t.b, Const)) or t not in terms:
+            continue
+        m, div = terms[t], BinOp("floordiv", t.a, t.b, t.type)
+        if terms.get(div) == m * int(t.b.value):
+            del terms[t], terms[div]
+            k += _collect(t.a, ranges, m, terms)
+    return k
 
 
 def _collect(e: Expr, ranges: Ranges, scale: int, out: dict[Expr, int]) -> int:

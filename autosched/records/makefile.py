@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from ..diagnostics import printable
-from ..target import Target, openmp_flag
+from ..target import Target, math_libs, openmp_flag
 
 
 def make_comment(text: str) -> str:
@@ -29,11 +29,17 @@ def make_words(words: list[str]) -> str:
     return " ".join(words)
 
 
+#: glibc's vector math (libmvec), which the kernels call where gcc builds them for x86_64 glibc: linked
+#: only while ``CC`` builds for that (``make CC=aarch64-linux-gnu-gcc`` of the same export links none)
+_MVEC = "LDLIBS += $(if $(findstring x86_64-linux-gnu,$(shell $(CC) -dumpmachine)),-lmvec)\n"
+
+
 def make_settings(target: Target, portable: bool, openmp: bool) -> str:
     """The Makefile lines choosing the compiler (the target's unless ``CC`` is given), the flags
     (the target's unless ``CFLAGS`` is given), the C standard, OpenMP and ``RUN_WITH``."""
     dropped = {"-fPIC", "-shared", openmp_flag(target)}
     cflags = [f for f in target.cflags(shared=False) if f not in dropped and not f.startswith("-std=")]
+    mvec = _MVEC if "-lmvec" in math_libs(target) else ""
     return f"""\
 ifeq ($(origin CC),default)
 CC = {make_words([target.cc or "gcc"])}
@@ -41,6 +47,6 @@ endif
 CFLAGS ?= {make_words(cflags)}
 STD = {"-std=c99" if portable else "-std=gnu11"}
 OPENMP = {openmp_flag(target) if openmp else ""}
-LDLIBS += -lm
+{mvec}LDLIBS += -lm
 RUN_WITH ?=
 """
