@@ -116,9 +116,8 @@ def test_mutation_keeps_tile_products() -> None:
         child = space.mutate(program, rng)
         for stage, axes in child.annotation.tiles.items():
             for axis, factors in axes.items():
-                old = program.annotation.tiles[stage][axis]
-                if len(factors) == 3:  # spatial levels 1-3: a factor moved, the product did not change
-                    assert np.prod(factors) == np.prod(old)
+                if len(factors) == 3:  # a factor moved between levels 0-3: the product still divides
+                    assert space.extents[stage][axis] % np.prod(factors) == 0
                     assert factors[1] * factors[2] <= MAX_LOCAL_TILE
         program = child
 

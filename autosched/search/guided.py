@@ -87,6 +87,8 @@ class ModelTuner(Tuner):
         self.planned_with = -1  # the model's fit generation the plan was made with
         self.plans = 0
         self.dry = False
+        #: programs proposed from plans and drawn at random (epsilon, or before the model's fit)
+        self.proposed = {"planned": 0, "random": 0}
 
     # -- to implement
     def search(self, n: int) -> list[Candidate]:
@@ -145,11 +147,13 @@ class ModelTuner(Tuner):
                 cand = self.plan.pop(0)
                 if self.is_new(cand):
                     batch.append(cand)
+                    self.proposed["planned"] += 1
                 continue
             drawn = self.sample_new(1)
             if not drawn:
                 break
             batch += drawn
+            self.proposed["random"] += len(drawn)
         self.dry = not batch
         return batch
 

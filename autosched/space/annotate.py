@@ -5,7 +5,8 @@ An :class:`Annotation` holds every choice, as plain JSON-friendly values, keyed 
 - ``tiles``      inner tile factors per axis: three per spatial axis (levels 1-3 of ``SSRSRS``;
                  level 0 is what remains), one per reduction axis (level 1); ``rfactor`` stages
                  keep their split factor under the axis name;
-- ``parallel``   how many outer spatial loops are fused into the parallel loop (0: none);
+- ``parallel``   how many outer spatial loops are fused into the parallel loop (0: none); sampling
+                 prefers outer tiles and counts that give every thread work (:func:`sample_parallel`);
 - ``vectorize``  whether the innermost spatial loop is vectorized;
 - ``unroll``     the auto-unroll depth (``auto_unroll_max_step``) from {0, 16, 64, 512};
 - ``location``   for ``simple`` stages: ``root``, ``inline``, or ``at:<leaf index>`` of its consumer;
@@ -129,15 +130,17 @@ def sample_annotation(
         lanes = target.vector_lanes(op.dtype)
         if plan.rule in TILED:
             fused = plan.rule != "tile"
-            for _ in range(20):  # local tiles must stay small: resample a few times
-                tiles = {
+            tiles = {a: [1, 1, 1] for a in _spatial(op)}
+            for _ in range(20):  # local tiles must stay small, outer tiles enough for the threads
+                drawn = {
                     a: sample_factors(as_int(iv.extent), 3, rng, lanes if a == op.axis[-1].name else 1)
                     for a, iv in zip(_spatial(op), op.axis, strict=True)
                 }
-                if not fused or local_tile(tiles) <= MAX_LOCAL_TILE:
+                if fused and local_tile(drawn) > MAX_LOCAL_TILE:
+                    continue
+                tiles = drawn
+                if _product(outer_extents(op, drawn)) >= threads:
                     break
-            else:
-                tiles = {a: [1, 1, 1] for a in _spatial(op)}
             tiles |= {
                 a: sample_factors(as_int(iv.extent), 1, rng)
                 for a, iv in zip(_reduce(op), op.reduce_axis, strict=True)
@@ -157,9 +160,30 @@ def sample_annotation(
             ann.vectorize[plan.stage] = rng.random() < 0.8
         if plan.rule not in ("inline", "fused"):
             attached = ann.location.get(plan.stage, "root") != "root"
-            ann.parallel[plan.stage] = 0 if threads == 1 or attached else rng.randint(1, max(1, len(op.axis)))
+            if threads == 1 or attached:
+                ann.parallel[plan.stage] = 0
+            elif plan.rule in TILED:
+                outer = outer_extents(op, ann.tiles[plan.stage])
+                ann.parallel[plan.stage] = sample_parallel(outer, threads, rng)
+            else:
+                ann.parallel[plan.stage] = rng.randint(1, max(1, len(op.axis)))
             ann.unroll[plan.stage] = rng.choice(UNROLL_STEPS)
     return ann
+
+
+def outer_extents(op: ComputeOp, tiles: Mapping[str, Sequence[int]]) -> list[int]:
+    """The outermost tile level's extent per spatial axis of a tiled stage (what the inner levels
+    leave of the axis, a guarded tail rounded up): the loops its parallel loop fuses."""
+    return [-(-as_int(iv.extent) // _product(tiles[iv.name])) for iv in op.axis]
+
+
+def sample_parallel(outer: Sequence[int], threads: int, rng: random.Random) -> int:
+    """How many of the ``outer`` loops the parallel loop fuses: uniformly among the counts that give
+    it at least ``threads`` iterations (fusing only a batch axis of 1 runs on one core), among all
+    counts where none does."""
+    counts = range(1, max(1, len(outer)) + 1)
+    enough = [k for k in counts if _product(outer[:k]) >= threads]
+    return rng.choice(enough or list(counts))
 
 
 def local_tile(tiles: Mapping[str, Sequence[int]]) -> int:

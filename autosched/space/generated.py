@@ -11,6 +11,7 @@ local-tile and panel sizes): :meth:`SketchSpace.is_valid` tells them apart cheap
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Mapping
@@ -81,6 +82,7 @@ class SketchSpace:
         self.outputs = workload.outputs
         self.ops = stage_ops(self.outputs)
         self.sketches: list[Sketch] = generate_sketches(self.outputs, self.target.cores or 1)
+        self.extents = axis_extents(self.ops)
 
     def sample(self, rng: random.Random) -> SketchProgram:
         """A random program: a random sketch, randomly annotated."""
@@ -98,7 +100,7 @@ class SketchSpace:
 
     def mutate(self, program: SketchProgram, rng: random.Random) -> SketchProgram:
         """A neighbour of ``program`` (same sketch)."""
-        return SketchProgram(program.sketch, mutate(program.annotation, rng))
+        return SketchProgram(program.sketch, mutate(program.annotation, rng, self.extents))
 
     def crossover(self, a: SketchProgram, b: SketchProgram, rng: random.Random) -> SketchProgram:
         """A child of two programs of the same sketch (``a`` itself when the sketches differ)."""
@@ -193,6 +195,18 @@ def sketch_knobs(
             knobs.append(GridKnob("parallel", name, parallel))
         knobs.append(GridKnob("unroll", name, UNROLL_STEPS))
     return sorted(knobs, key=lambda k: GRID_ORDER.index(k.table))
+
+
+def axis_extents(ops: Mapping[str, ComputeOp]) -> dict[str, dict[str, int]]:
+    """Per stage, the extent of each spatial and reduction axis with a constant extent."""
+    out: dict[str, dict[str, int]] = {}
+    for name, op in ops.items():
+        axes = {}
+        for iv in (*op.axis, *op.reduce_axis):
+            with contextlib.suppress(ValueError):  # a symbolic extent
+                axes[iv.name] = as_int(iv.extent)
+        out[name] = axes
+    return out
 
 
 def tile_options(extent: int, lanes: int = 1) -> tuple[tuple[int, ...], ...]:
