@@ -1,9 +1,15 @@
-"""Scalar data types: one table that the expression layer, the emitters and the runners share."""
+"""Scalar data types: one table that the expression layer, the emitters and the runners share.
+
+``bfloat16`` has no numpy type of its own: arrays use ``ml_dtypes.bfloat16`` (or ``uint16`` views
+of the same bits, which the runners accept too), and C stores it as ``uint16_t`` bits that the
+emitter converts exactly to float32 and back (round half to even).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 
@@ -29,7 +35,10 @@ _TABLE: dict[str, DType] = {
         DType("float16", "_Float16", "float16", 16, True),
         DType("float32", "float", "float32", 32, True),
         DType("float64", "double", "float64", 64, True),
+        DType("bfloat16", "uint16_t", "bfloat16", 16, True),
         DType("int8", "int8_t", "int8", 8, False),
+        DType("uint8", "uint8_t", "uint8", 8, False),
+        DType("int16", "int16_t", "int16", 16, False),
         DType("int32", "int32_t", "int32", 32, False),
         DType("int64", "int64_t", "int64", 64, False),
         DType("bool", "uint8_t", "bool", 8, False),
@@ -47,7 +56,18 @@ def dtype(name: str) -> DType:
 
 def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds values of ``name``."""
-    return np.dtype(dtype(name).numpy)
+    d = dtype(name)
+    if d.name == "bfloat16":
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(d.numpy)
+
+
+def accepts(name: str, arr_dtype: np.dtype) -> bool:
+    """Whether an array of ``arr_dtype`` may be passed for a tensor of ``name`` (``bfloat16``:
+    ``ml_dtypes.bfloat16`` or a ``uint16`` view of its bits)."""
+    if name == "bfloat16" and arr_dtype == np.dtype(np.uint16):
+        return True
+    return arr_dtype == numpy_dtype(name)
 
 
 def promote(a: str, b: str) -> str:

@@ -80,6 +80,7 @@ from .te.nodes import (
     to_str,
 )
 from .te.packed import FUNCS, HOOK_SETTER, PACKED_PREFIX, SITES, register_func
+from .te.quant import dequantize, quantize, requantize, round_half_even, saturate
 from .te.reducers import CommReducer, Reducer, comm_reducer, max_value, min_value
 from .te.rename import Renamed, unique_names
 from .te.scan import scan
@@ -174,6 +175,11 @@ __all__ = [
     "is_static",
     "floor",
     "if_then_else",
+    "quantize",
+    "dequantize",
+    "requantize",
+    "round_half_even",
+    "saturate",
     "indexdiv",
     "indexmod",
     "log",

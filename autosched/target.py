@@ -35,7 +35,7 @@ from typing import Any, ClassVar, TypeVar
 from .devices import DeviceNotFound, check_device_type, check_platform_name, cuda_limits, opencl_limits
 from .diagnostics import printable
 from .dtypes import dtype as _dtype
-from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_size
+from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_mattr, parse_size
 
 
 class TargetError(ValueError):
@@ -97,6 +97,8 @@ OPTIONS: dict[str, Option] = {
         Option("mcpu", "mcpu", _word, "CPU to tune for (default: the host's own, -march=native)"),
         Option("mfpu", "mfpu", _word, "32-bit ARM floating-point unit, e.g. neon-vfpv4 (gcc -mfpu=)"),
         Option("mtriple", "mtriple", _word, "clang --target triple, e.g. aarch64-linux-gnu"),
+        Option("mattr", "mattr", parse_mattr, "CPU extensions kernels may use, e.g. avx512_vnni,amx_int8 "
+               "(default: the host's; none: portable paths only)"),
         Option("cflags", "extra_cflags", _flags, "extra compiler flags, quoted: -cflags='-a -b'"),
         Option("num-threads", "num_threads", _positive, "OpenMP threads a kernel runs with (default: cores)"),
         Option("cores", "cores", _positive, "CPU cores"),
@@ -222,9 +224,9 @@ class CKind(TargetKind):
     """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
 
     name = "c"
-    options = ("cc", "mcpu", "mfpu", "mtriple", "cflags", "num-threads", "cores", "vector-bytes", "l1", "l2",
-               "l3")  # fmt: skip
-    optional = frozenset({"mcpu", "mfpu", "mtriple"})
+    options = ("cc", "mcpu", "mfpu", "mtriple", "mattr", "cflags", "num-threads", "cores", "vector-bytes",
+               "l1", "l2", "l3")  # fmt: skip
+    optional = frozenset({"mcpu", "mfpu", "mtriple", "mattr"})
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
         """Fill the hardware from the host for a native compiler, else from the arch's defaults."""
@@ -352,6 +354,7 @@ class Target(metaclass=_TvmStyle):
     mcpu: str | None = None
     mfpu: str | None = None
     mtriple: str | None = None
+    mattr: str | None = None
     extra_cflags: tuple[str, ...] = ()
     num_threads: int | None = None
     cores: int | None = None

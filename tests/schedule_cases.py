@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from graph_schedule_cases import NETWORK_RECIPES, NETWORK_SHAPES
+from lowp_schedule_cases import LOWP_RECIPES, LOWP_SHAPES
 from repro import reproducible
 
 import autosched as asc
@@ -1067,6 +1068,8 @@ class Case:
 # the network workloads (autosched.graph): generic recipes, see graph_schedule_cases
 RECIPES.extend(Recipe(op, name, fn) for op, name, fn in NETWORK_RECIPES)
 SHAPES.update(NETWORK_SHAPES)
+RECIPES.extend(Recipe(op, name, fn) for op, name, fn in LOWP_RECIPES)  # int8 / bf16 (lowp_schedule_cases)
+SHAPES.update(LOWP_SHAPES)
 
 CASES: list[Case] = [
     Case(r.op, sid, args, r)

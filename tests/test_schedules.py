@@ -29,8 +29,8 @@ def test_schedule_matches_reference(case: Case) -> None:
     check_against_reference(wl, s, case.recipe.target)
 
 
-BUILTIN_OPERATORS = {"matmul", "batch_matmul", "dense", "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw",
-                     "max_pool2d", "avg_pool2d", "softmax", "relu", "add",
+BUILTIN_OPERATORS = {"matmul", "matmul_lowp", "batch_matmul", "dense", "conv2d_nchw", "conv2d_nhwc",
+                     "depthwise_conv2d_nchw", "max_pool2d", "avg_pool2d", "softmax", "relu", "add",
                      # the network workloads of autosched.graph (their recipes: graph_schedule_cases)
                      "fused_conv2d", "fused_conv2d_packed", "fused_dense", "fused_batch_matmul",
                      "fused_elementwise",

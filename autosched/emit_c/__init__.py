@@ -146,6 +146,10 @@ def timing_entries(
     )
 
 
+#: the string constant naming the CPU extensions a kernel's intrinsics need (absent: none)
+EXTENSIONS_SYMBOL = "asc_cpu_extensions"
+
+
 def emit_c(
     func: PrimFunc,
     num_threads: int = 1,
@@ -162,6 +166,9 @@ def emit_c(
     parameters after the buffers, then its scalar arguments (``func.scalars``) as parameters of
     their dtypes.
 
+    A kernel calling tensor intrinsics that need CPU extensions names them in the string
+    ``asc_cpu_extensions`` (comma-separated), which the loader checks against the CPU.
+
     ``portable`` emits strict C99 without vector extensions, attributes or pragmas (and so
     without the harness, which needs POSIX clocks).
     """
@@ -176,6 +183,8 @@ def emit_c(
         parts.append(func.code.text())
     parts.extend(printer.helpers.values())
     parts.append(text)
+    if printer.extensions:  # read by the loader, which refuses the kernel on a CPU without them
+        parts.append(f'const char {EXTENSIONS_SYMBOL}[] = "{",".join(sorted(printer.extensions))}";')
     if timing:
         params = [(printer.ctype(b.dtype), printer.buf(b)) for b in func.args]
         sizes = [printer.var(v) for v in func.sizes]
@@ -184,4 +193,4 @@ def emit_c(
     return "\n\n".join(parts) + "\n"
 
 
-__all__ = ["HEADER", "CPrinter", "emit_c", "function_name", "timing_entries"]
+__all__ = ["EXTENSIONS_SYMBOL", "HEADER", "CPrinter", "emit_c", "function_name", "timing_entries"]

@@ -8,7 +8,10 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import numpy as np
+
 from ..dtypes import dtype as dtype_info
+from ..dtypes import numpy_dtype
 from ..expr import (
     INFIX,
     BinOp,
@@ -45,6 +48,17 @@ from ..lower.simplify import loop_end, simplify
 from .names import Namer
 from .vector import emit_vector_loop
 
+#: exact bfloat16 <-> float32 conversions on ``uint16_t`` bits (round half to even, NaN kept quiet)
+BF16_HELPERS = """\
+static inline float asc_bf16_f32(uint16_t h) {
+  union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f;
+}
+static inline uint16_t asc_f32_bf16(float x) {
+  union { uint32_t u; float f; } v; v.f = x;
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}"""
+
 
 class CPrinter:
     """Prints a :class:`PrimFunc` as C. Subclasses override the class attributes."""
@@ -70,6 +84,7 @@ class CPrinter:
         self.names = Namer()
         self.lines: list[str] = []
         self.helpers: dict[str, str] = {}  # name -> definition, printed before the function
+        self.extensions: set[str] = set()  # CPU extensions the intrinsics called need
         self.scopes: list[set[str]] = [set()]  # local buffers declared in each open C block
         self.memos: dict[str, tuple[dict, dict, dict]] = {}  # per vector loop variable, see vector.py
 
@@ -90,6 +105,9 @@ class CPrinter:
 
     def const(self, c: Const) -> str:
         d = dtype_info(c.type)
+        if c.type == "bfloat16":  # its bits, rounded as a cast rounds
+            bits = np.asarray(float(c.value), np.float32).astype(numpy_dtype("bfloat16")).view(np.uint16)
+            return hex(int(bits))
         if not d.is_float:
             return str(int(c.value))
         v = float(c.value)
@@ -101,7 +119,42 @@ class CPrinter:
         text = repr(v)
         return f"{text}{suffix}" if c.type != "float16" else f"(({self.ctype(c.type)}){text}f)"
 
+    def bf16_f32(self, e: Expr) -> str:
+        """``e`` as a float: bfloat16 values (``uint16_t`` bits) are widened exactly."""
+        if e.dtype != "bfloat16":
+            return self.expr(e)
+        self.helpers.setdefault("asc_bf16", BF16_HELPERS)
+        return f"asc_bf16_f32({self.expr(e)})"
+
+    def bf16_round(self, text: str) -> str:
+        """A float's C text rounded to bfloat16 bits (round half to even)."""
+        self.helpers.setdefault("asc_bf16", BF16_HELPERS)
+        return f"asc_f32_bf16({text})"
+
+    def bf16_expr(self, e: Expr) -> str | None:
+        """C text of a node that takes or makes bfloat16 values (computed in float32, each result
+        rounded back); ``None`` for the nodes that need no conversion."""
+        if isinstance(e, Cast) and (e.type == "bfloat16") != (e.value.dtype == "bfloat16"):
+            if e.type == "bfloat16":
+                return self.bf16_round(f"(float){self.expr(e.value)}")
+            return f"(({self.ctype(e.type)}){self.bf16_f32(e.value)})"
+        if isinstance(e, BinOp) and e.type == "bfloat16":
+            if e.op in INFIX:
+                return self.bf16_round(f"({self.bf16_f32(e.a)} {INFIX[e.op]} {self.bf16_f32(e.b)})")
+            f32 = BinOp(e.op, Cast("float32", e.a), Cast("float32", e.b), "float32")
+            return self.bf16_round(self.binop(f32))
+        if isinstance(e, Cmp) and e.a.dtype == "bfloat16":
+            return f"({self.bf16_f32(e.a)} {INFIX[e.op]} {self.bf16_f32(e.b)})"
+        if isinstance(e, Call) and e.type == "bfloat16":
+            f32c = Call(e.name, tuple(Cast("float32", a) for a in e.args), "float32")
+            return self.bf16_round(self.call(f32c))
+        return None
+
     def expr(self, e: Expr) -> str:
+        if isinstance(e, (Cast, BinOp, Cmp, Call)):
+            text = self.bf16_expr(e)
+            if text is not None:
+                return text
         if isinstance(e, Const):
             return self.const(e)
         if isinstance(e, Var):
@@ -208,6 +261,8 @@ class CPrinter:
         elif isinstance(s, Barrier):
             self.emit(self.barrier, indent)
         elif isinstance(s, CallStmt):  # a tensor intrinsic: its function is printed once per file
+            if not self.portable:
+                self.extensions.update(s.func.requires)
             for key, text in s.func.c_helpers(s.part, self.portable):
                 self.helpers.setdefault(key, text)
             self.emit(f"{s.func.c_name(s.part)}({', '.join(self.expr(a) for a in s.args)});", indent)

@@ -171,6 +171,11 @@ class PrimFunc:
 class CFunction(Protocol):
     """A file-scope C function a :class:`Call` statement calls (a tensor intrinsic's part)."""
 
+    @property
+    def requires(self) -> tuple[str, ...]:
+        """The CPU extensions its C needs outside portable builds."""
+        ...
+
     def c_name(self, part: str) -> str: ...
 
     def c_helpers(self, part: str, portable: bool) -> list[tuple[str, str]]:

@@ -336,7 +336,8 @@ class Workload:
         return converted
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Random input arrays: floats uniform in [-1, 1), integers in [-4, 4], booleans fair."""
+        """Random input arrays: floats uniform in [-1, 1), integers in [-4, 4] ([0, 8] unsigned),
+        booleans fair."""
         rng = np.random.default_rng(seed)
         arrays = []
         for t in self.inputs:
@@ -347,7 +348,8 @@ class Workload:
             elif kind.is_float:
                 arr = rng.uniform(-1.0, 1.0, static_shape(t.shape))
             else:
-                arr = rng.integers(-4, 5, static_shape(t.shape))
+                low = 0 if t.dtype.startswith("uint") else -4
+                arr = rng.integers(low, low + 9, static_shape(t.shape))
             arrays.append(np.asarray(arr).astype(numpy_dtype(t.dtype)))
         return arrays
 

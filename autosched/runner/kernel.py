@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import accepts, numpy_dtype
 from ..dtypes import dtype as _dtype
-from ..dtypes import numpy_dtype
 from ..expr import Extent, Var, evaluate, extent_vars
 from ..hardware import host_hardware
 
@@ -120,7 +120,7 @@ class CheckedArgs:
         for i, (spec, want, arr) in enumerate(zip(self.args, self._dtypes, arrays, strict=True)):
             if not isinstance(arr, np.ndarray):
                 raise TypeError(f"{self._label(i)}: expected a numpy.ndarray, got {type(arr).__name__}")
-            if arr.dtype != want:
+            if arr.dtype != want and not accepts(spec.dtype, arr.dtype):
                 raise TypeError(f"{self._label(i)}: expected dtype {spec.dtype}, got {arr.dtype}")
         env = self._bind(arrays)
         for i, (spec, arr) in enumerate(zip(self.args, arrays, strict=True)):

@@ -9,7 +9,9 @@ from pathlib import Path
 import cffi
 
 from ..dtypes import dtype as dtype_info
+from ..emit_c import EXTENSIONS_SYMBOL
 from ..hardware import host_arch
+from ..intrin.isa import check_extensions
 from .cache_trust import CacheUntrusted, State, check_folder, is_cache_entry, verify
 from .kernel import ArgSpec, Kernel, ScalarArg
 
@@ -90,12 +92,34 @@ def load_kernel(
             loaded = (ffi, ffi.dlopen(key[0]))
         except OSError as e:
             raise LoadError(f"cannot load {path}: {e}") from None
+        _check_extensions(path, func_name)
         _LOADED[key] = loaded
     ffi, lib = loaded
     try:
         return Kernel(ffi, lib, func_name, args, sizes, scalars)
     except AttributeError as e:
         raise LoadError(f"{path} lacks a symbol the kernel needs: {e}") from None
+
+
+def kernel_extensions(path: str | Path) -> tuple[str, ...]:
+    """The CPU extensions a kernel library's intrinsics need (its ``asc_cpu_extensions`` string)."""
+    ffi = cffi.FFI()
+    ffi.cdef(f"extern const char {EXTENSIONS_SYMBOL}[64];")
+    lib = ffi.dlopen(str(path))
+    try:
+        text = ffi.string(getattr(lib, EXTENSIONS_SYMBOL)).decode()
+    except (AttributeError, KeyError):  # no such symbol: a kernel without such intrinsics
+        return ()
+    return tuple(e for e in text.split(",") if e)
+
+
+def _check_extensions(path: Path, func_name: str) -> None:
+    """Refuse, in one line, a kernel that needs a CPU extension this CPU lacks (it would die of an
+    illegal instruction); ask for the AMX permission for one that uses AMX tiles."""
+    try:
+        check_extensions(kernel_extensions(path), f"kernel {func_name!r} ({path.name})")
+    except RuntimeError as e:
+        raise LoadError(str(e)) from None
 
 
 def _check_cached(path: Path) -> None:

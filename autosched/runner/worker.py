@@ -51,7 +51,7 @@ from .measure import MeasureErrorNo, MeasureOption
 KEEP_TASKS = 4
 
 #: relative tolerance per float dtype; the absolute one is this times max(1, max |expected|)
-RTOL = {"float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
+RTOL = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
 
 
 def fresh_output(spec: ArgSpec) -> np.ndarray:
@@ -59,7 +59,7 @@ def fresh_output(spec: ArgSpec) -> np.ndarray:
     NaN for floats, the smallest value for integers, the byte 0x4D for booleans."""
     dt = numpy_dtype(spec.dtype)
     out = aligned_empty(static_shape(spec.shape), dt)
-    if dt.kind == "f":
+    if dt.kind == "f" or spec.dtype == "bfloat16":
         out.fill(np.nan)
     elif dt.kind == "b":
         out.view(np.uint8).fill(0x4D)
@@ -73,8 +73,10 @@ def compare(name: str, got: np.ndarray, want: np.ndarray) -> str | None:
     want = np.asarray(want)
     if got.shape != want.shape:
         return f"output {name}: shape {got.shape}, reference shape {want.shape}"
+    rtol = RTOL.get(str(got.dtype), 1e-3)
+    if str(got.dtype) == "bfloat16":  # ml_dtypes' type: compared as the float32 values it holds
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if got.dtype.kind == "f":
-        rtol = RTOL.get(str(got.dtype), 1e-3)
         scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0.0)))
         bad = ~np.isclose(got, want, rtol=rtol, atol=rtol * scale, equal_nan=True)
     elif got.dtype.kind == "b":  # compare bytes: a never-written 0x4D is neither True nor False

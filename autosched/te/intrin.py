@@ -116,6 +116,7 @@ class TensorIntrin:
     impl: CImpl
     stride_vars: tuple[Var, ...]
     key: str  # a digest of the whole declaration: distinct intrinsics get distinct C names
+    requires: tuple[str, ...] = ()  # CPU extensions (/proc/cpuinfo names) its C needs outside portable builds
 
     @property
     def output(self) -> Tensor:
@@ -230,13 +231,18 @@ def decl_tensor_intrin(
     fcompute_or_impl: ImplLike | Callable[[list[IntrinBuffer], list[IntrinBuffer]], ImplLike],
     name: str | None = None,
     binds: dict[Tensor, Any] | None = None,
+    *,
+    requires: tuple[str, ...] = (),
     **tvm_options: Any,
 ) -> TensorIntrin:
     """Declare a tensor intrinsic: ``op`` (a compute over placeholders with fixed extents) and its
     C implementation (see :class:`CImpl`), or a function ``(ins, outs) -> implementation`` called
     with the declared buffers, as TVM's ``fcompute``. ``binds`` gives tensors their buffers
     (:func:`decl_buffer`: names and strides); unbound tensors are passed compactly under their
-    own names. ``scalar_params`` and ``default_buffer_params`` (TVM) are not supported.
+    own names. ``requires`` names the CPU extensions (``/proc/cpuinfo`` flags, e.g.
+    ``("avx512_vnni",)``) the C uses unconditionally: a kernel calling it records them, and
+    refuses to load on a CPU without them. ``scalar_params`` and ``default_buffer_params`` (TVM)
+    are not supported.
     """
     cop = op.op if isinstance(op, Tensor) else op
     if not isinstance(cop, ComputeOp) or cop.num_outputs != 1:
@@ -286,8 +292,9 @@ def decl_tensor_intrin(
     outs = [buffers[cop.name]]
     ins = [buffers[t.name] for t in inputs]
     impl = _as_impl(fcompute_or_impl(ins, outs) if callable(fcompute_or_impl) else fcompute_or_impl, label)
-    text = repr((dag_key([cop.output(0)]), sorted((k, repr(v)) for k, v in buffers.items()), impl))
+    need = tuple(sorted(set(requires)))
+    text = repr((dag_key([cop.output(0)]), sorted((k, repr(v)) for k, v in buffers.items()), impl, need))
     key = hashlib.sha256(text.encode()).hexdigest()
-    intrin = TensorIntrin(label, cop, inputs, buffers, impl, tuple(stride_vars), key)
+    intrin = TensorIntrin(label, cop, inputs, buffers, impl, tuple(stride_vars), key, need)
     INTRINS[label] = intrin
     return intrin

@@ -1,0 +1,222 @@
+"""Dot-product tensor intrinsics for narrow types: x86 AVX-512 VNNI (``vpdpbusd``: u8 x s8 products
+summed four at a time into int32 lanes) and AVX512-BF16 (``vdpbf16ps``: bf16 pairs summed into
+float32 lanes), each with a portable C path that computes the same widened sums.
+
+Both compute ``c[i, j] (+)= sum(a[i, g*ko + ki] * b[ko, j, ki])`` over an ``mr x 16`` block of
+``c`` and ``kc`` reductions, ``g`` = 4 (VNNI) or 2 (BF16) consecutive ``k`` per lane, with B laid
+out as :func:`pack_b` makes it: ``[N/16, K/g, 16, g]``, so that one 64-byte load holds the ``g``
+values of ``k`` for 16 columns. Row strides ``lda`` and ``ldc`` are parameters; the packed panel
+is contiguous. Integer results are bit-identical on every path (int32 sums wrap, as numpy's do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import expr as te
+from ..dtypes import dtype as _dtype
+from ..dtypes import numpy_dtype
+from ..te.buffer import decl_buffer
+from ..te.intrin import CImpl, TensorIntrin, decl_tensor_intrin
+
+LANES = 16  # output columns per call: one 512-bit vector of int32 or float32
+
+
+@dataclass(frozen=True, slots=True)
+class DotKind:
+    """One family of dot-product instructions: input dtypes, accumulator, ``k`` per lane, the CPU
+    extensions its vector path needs (``/proc/cpuinfo`` names) and gcc's target attribute."""
+
+    name: str
+    a_dtype: str
+    b_dtype: str
+    acc: str
+    group: int
+    requires: tuple[str, ...]
+    attribute: str
+
+
+VNNI = DotKind("vnni", "uint8", "int8", "int32", 4, ("avx512_vnni",), "avx512vnni,avx512bw,avx512f")
+BF16 = DotKind("bf16", "bfloat16", "bfloat16", "float32", 2, ("avx512_bf16",), "avx512bf16,avx512bw,avx512f")
+KINDS = {k.name: k for k in (VNNI, BF16)}
+
+
+def pack_b(b: np.ndarray, group: int) -> np.ndarray:
+    """Lay a ``[K, N]`` weight out as ``[N/16, K/group, 16, group]`` (``group`` consecutive ``k``
+    of one column side by side), the layout of the dot-product and AMX intrinsics. Done once, at
+    build time, for constant weights."""
+    b = np.asarray(b)
+    if b.ndim != 2:
+        raise ValueError(f"pack_b: expected a [K, N] matrix, got shape {b.shape}")
+    k, n = b.shape
+    if n % LANES or k % group:
+        raise ValueError(f"pack_b: N={n} must divide by {LANES} and K={k} by {group}; pad the weight")
+    return np.ascontiguousarray(b.reshape(k // group, group, n // LANES, LANES).transpose(2, 0, 3, 1))
+
+
+def packed_tensors(m: int, n: int, k: int, kind: str = "vnni") -> list[te.Tensor]:
+    """``[A, B, C]`` of a low-precision matmul whose weight ``B`` is already packed (:func:`pack_b`):
+    ``C[i, j] = sum(A[i, g*ko + ki].astype(acc) * B[j // 16, ko, j % 16, ki].astype(acc))``,
+    two reduce axes ``ko`` (K/g) and ``ki`` (g) as the intrinsics compute them."""
+    d = KINDS[kind]
+    if n % LANES or k % d.group:
+        raise ValueError(f"packed_tensors: N={n} must divide by {LANES} and K={k} by {d.group}")
+    A = te.placeholder((m, k), d.a_dtype, name="A")
+    B = te.placeholder((n // LANES, k // d.group, LANES, d.group), d.b_dtype, name="B")
+    ko = te.reduce_axis(k // d.group, name="ko")
+    ki = te.reduce_axis(d.group, name="ki")
+    C = te.compute(
+        (m, n),
+        lambda i, j: te.sum(
+            A[i, ko * d.group + ki].astype(d.acc) * B[j // LANES, ko, j % LANES, ki].astype(d.acc),
+            axis=[ko, ki],
+        ),
+        name="C",
+    )
+    return [A, B, C]
+
+
+def _portable(name: str, d: DotKind, mr: int, kc: int) -> str:
+    a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
+    if d.acc == "int32":  # products fit in int32; sums wrap as the instruction's do
+        term = "(uint32_t)((int32_t)a[g] * (int32_t)bk[j * G + g])"
+        acc_t, start, out = "uint32_t", "(uint32_t)C[(long)i * ldc + j]", "(int32_t)t"
+    else:
+        term = "asc_dot_bf16_f32(a[g]) * asc_dot_bf16_f32(bk[j * G + g])"
+        acc_t, start, out = "float", "C[(long)i * ldc + j]", "t"
+    return f"""static void {name}({c_t}* restrict C, const {a_t}* restrict A, const {b_t}* restrict B,
+    int lda, int ldc, int acc) {{
+  enum {{ G = {d.group} }};
+  for (int i = 0; i < {mr}; ++i) {{
+    const {a_t}* a0 = A + (long)i * lda;
+    for (int j = 0; j < {LANES}; ++j) {{
+      {acc_t} t = acc ? {start} : 0;
+      for (int ko = 0; ko < {kc // d.group}; ++ko) {{
+        const {b_t}* bk = B + ko * {LANES} * G;
+        const {a_t}* a = a0 + ko * G;
+        for (int g = 0; g < G; ++g) t += {term};
+      }}
+      C[(long)i * ldc + j] = {out};
+    }}
+  }}
+}}"""
+
+
+def _vector(name: str, d: DotKind, mr: int, kc: int) -> str:
+    a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
+    if d.acc == "int32":
+        vt, load, store = "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512"
+        zero = "_mm512_setzero_si512()"
+        step = "c{i} = _mm512_dpbusd_epi32(c{i}, _mm512_set1_epi32(w), b);"
+        bload = "const __m512i b = _mm512_loadu_si512((const void*)(B + ko * 64));"
+    else:
+        vt, load, store, zero = "__m512", "_mm512_loadu_ps", "_mm512_storeu_ps", "_mm512_setzero_ps()"
+        step = "c{i} = _mm512_dpbf16_ps(c{i}, (__m512bh)_mm512_set1_epi32(w), b);"
+        bload = "const __m512bh b = (__m512bh)_mm512_loadu_si512((const void*)(B + ko * 32));"
+    accs = ", ".join(f"c{i}" for i in range(mr))
+    lines = [
+        f'__attribute__((target("{d.attribute}"))) static void {name}({c_t}* restrict C, '
+        f"const {a_t}* restrict A, const {b_t}* restrict B, int lda, int ldc, int acc) {{",
+        f"  {vt} {accs};",
+        "  if (acc) {",
+        *(f"    c{i} = {load}((const void*)(C + (long){i} * ldc));" for i in range(mr)),
+        "  } else {",
+        *(f"    c{i} = {zero};" for i in range(mr)),
+        "  }",
+        f"  for (int ko = 0; ko < {kc // d.group}; ++ko) {{",
+        f"    {bload}",
+        "    int w;",
+    ]
+    for i in range(mr):
+        lines.append(f"    memcpy(&w, A + (long){i} * lda + ko * {d.group}, 4);")
+        lines.append("    " + step.format(i=i))
+    lines += ["  }", *(f"  {store}((void*)(C + (long){i} * ldc), c{i});" for i in range(mr)), "}"]
+    return "\n".join(lines)
+
+
+def _dispatch(name: str, d: DotKind, parts: list[str], vector: str | None) -> str:
+    """The preamble: ``parts``, then ``asc_<name>`` calling the vector path, or the C one."""
+    a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
+    call = (
+        f"static inline void asc_{name}({c_t}* restrict C, const {a_t}* restrict A, "
+        f"const {b_t}* restrict B, int lda, int ldc, int acc) {{\n"
+        f"  asc_{name}_{'c' if vector is None else 'v'}(C, A, B, lda, ldc, acc);\n}}"
+    )
+    return "\n\n".join([*parts, call])
+
+
+BF16_C = """\
+static inline float asc_dot_bf16_f32(uint16_t h) {
+  union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f;
+}"""
+
+
+def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False) -> TensorIntrin:
+    """The ``mr x 16 x kc`` dot-product intrinsic of ``kind`` (``"vnni"`` or ``"bf16"``; see the
+    module docstring). Its vector path is compiled unconditionally (a kernel using it needs the
+    CPU extension: ``intrin.requires``); ``portable=True`` keeps only the C path, as does a
+    strict C99 build."""
+    d = check_block(kind, mr, kc, "dot_intrin", 1)
+    tag = f"{kind}_{mr}x{kc}" + ("_portable" if portable else "")
+    vector = None if portable else "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc)
+    return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires)
+
+
+def check_block(kind: str, mr: int, kc: int, who: str, k_step: int) -> DotKind:
+    """The kind's :class:`DotKind`, after checking a block of ``mr`` rows and ``kc`` reductions
+    whose kc is a multiple of ``k_step`` and of the kind's k group (one-line ``ValueError``)."""
+    if kind not in KINDS:
+        raise ValueError(f"{who}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    d = KINDS[kind]
+    if not isinstance(mr, int) or not 1 <= mr <= 28 * k_step:
+        raise ValueError(f"{who}: mr must be an int in [1, {28 * k_step}], got {mr!r}")
+    step = max(d.group, k_step)
+    if not isinstance(kc, int) or kc <= 0 or kc % step:
+        raise ValueError(f"{who}: kc must be a positive multiple of {step} for {kind}, got {kc!r}")
+    return d
+
+
+def declare(
+    d: DotKind, mr: int, kc: int, name: str, vector: str | None, requires: tuple[str, ...]
+) -> TensorIntrin:
+    """Declare intrinsic ``name`` computing the module docstring's block with the C ``vector``
+    (file-scope text defining ``asc_<name>_v(C, A, B, lda, ldc, acc)``; ``None``: the portable C
+    path only), which needs the CPU extensions ``requires``."""
+    a = te.placeholder((mr, kc), d.a_dtype, name="a")
+    b = te.placeholder((kc // d.group, LANES, d.group), d.b_dtype, name="b")
+    ko = te.reduce_axis(kc // d.group, name="ko")
+    ki = te.reduce_axis(d.group, name="ki")
+    c = te.compute(
+        (mr, LANES),
+        lambda i, j: te.sum(
+            a[i, ko * d.group + ki].astype(d.acc) * b[ko, j, ki].astype(d.acc), axis=[ko, ki]
+        ),
+        name="c",
+    )
+    binds = {
+        a: decl_buffer(a.shape, d.a_dtype, "A", strides=[te.var("lda"), 1]),
+        b: decl_buffer(b.shape, d.b_dtype, "B"),
+        c: decl_buffer(c.shape, d.acc, "C", strides=[te.var("ldc"), 1]),
+    }
+    head = "#include <string.h>\n" + (BF16_C if d.name == "bf16" else "")
+    scalar = _portable(f"asc_{name}_c", d, mr, kc)
+    reset = f"  for (int i = 0; i < {mr}; ++i)\n"
+    reset += f"    for (int j = 0; j < {LANES}; ++j) C[(long)i * ldc + j] = 0;"
+    impl = CImpl(
+        body=f"  asc_{name}(C, A, B, lda, ldc, 0);",
+        reset=reset,
+        update=f"  asc_{name}(C, A, B, lda, ldc, 1);",
+        preamble=_dispatch(name, d, [head, scalar] if vector is None else [head, scalar, vector], vector),
+        portable_preamble=_dispatch(name, d, [head, scalar], None),
+    )
+    return decl_tensor_intrin(c.op, impl, name=name, binds=binds, requires=requires)
+
+
+def numpy_reference(a: np.ndarray, b_packed: np.ndarray, kind: str) -> np.ndarray:
+    """What ``packed_tensors`` computes, in numpy (int32 wrapping sums; bf16 as float32)."""
+    nb, kg, lanes, g = b_packed.shape
+    b = b_packed.transpose(1, 3, 0, 2).reshape(kg * g, nb * lanes)
+    acc = numpy_dtype(KINDS[kind].acc)
+    return a.astype(acc) @ b.astype(acc)

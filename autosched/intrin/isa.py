@@ -1,0 +1,76 @@
+"""CPU extensions of targets and kernels: which ones a target lets kernels use (``-mattr``, the
+host's by default) and the check that refuses to load a kernel needing one the CPU lacks."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from collections.abc import Iterable
+
+from ..hardware import host_cpuinfo, isa_extensions
+from ..schedule.steps import Step, TensorizeStep
+from ..target import Target
+from ..te.intrin import INTRINS
+
+#: the extensions the library's low-precision intrinsics use (``/proc/cpuinfo`` names)
+LOWP_EXTENSIONS = ("avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+
+
+@functools.cache
+def host_extensions() -> frozenset[str]:
+    """The CPU extensions of this host (``/proc/cpuinfo`` flags)."""
+    return frozenset(isa_extensions(host_cpuinfo()))
+
+
+def target_extensions(target: Target) -> tuple[str, ...]:
+    """The extensions kernels for ``target`` may use: its ``-mattr`` list, else the host's for a
+    native C target, else none."""
+    if target.mattr is not None:
+        return () if target.mattr == "none" else tuple(target.mattr.split(","))
+    if target.kind != "c" or target.is_cross:
+        return ()
+    return tuple(sorted(host_extensions() & set(LOWP_EXTENSIONS)))
+
+
+ARCH_REQ_XCOMP_PERM = 0x1023
+XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158  # x86-64
+
+
+@functools.cache
+def request_amx() -> None:
+    """Ask Linux, once per process, for the AMX tile data state; raise ``RuntimeError`` naming the
+    refusal (a kernel using AMX tiles needs it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_SYS_ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0:
+        err = ctypes.get_errno()
+        raise RuntimeError(
+            f"AMX: Linux refused the tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE 18): "
+            f"{os.strerror(err)}; AMX needs Linux 5.16 or later (or build with -mattr leaving out amx_tile)"
+        )
+
+
+def missing_extensions(needed: tuple[str, ...] | list[str]) -> list[str]:
+    """The extensions of ``needed`` this CPU lacks."""
+    return [e for e in needed if e not in host_extensions()]
+
+
+def check_extensions(needed: tuple[str, ...] | list[str], what: str) -> None:
+    """Raise ``RuntimeError`` (one line naming them) if this CPU lacks any of the extensions
+    ``needed`` by ``what``; ask for the AMX permission where AMX tiles are needed."""
+    lacking = missing_extensions(needed)
+    if lacking:
+        raise RuntimeError(
+            f"{what} uses CPU extension(s) {', '.join(lacking)}, which this CPU lacks: build it for this "
+            "CPU (the default target) or a target whose -mattr leaves them out"
+        )
+    if "amx_tile" in needed:
+        request_amx()
+
+
+def steps_extensions(steps: Iterable[Step]) -> tuple[str, ...]:
+    """The CPU extensions the intrinsics tensorized by ``steps`` need (those declared in this
+    process; sorted)."""
+    names = [s.intrin for s in steps if isinstance(s, TensorizeStep)]
+    return tuple(sorted({e for n in names if n in INTRINS for e in INTRINS[n].requires}))

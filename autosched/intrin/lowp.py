@@ -1,0 +1,84 @@
+"""Default schedules of low-precision matmuls over a packed weight (:func:`.dot.packed_tensors`):
+u8 x s8 -> s32 through AMX tiles or AVX-512 VNNI, bf16 -> f32 through AMX or AVX512-BF16, picked
+from the CPU extensions the target may use (``-mattr``, the host's by default)."""
+
+from __future__ import annotations
+
+from ..expr import Tensor
+from ..schedule import Schedule, create_schedule
+from ..target import Target
+from .amx import amx_intrin
+from .dot import KINDS, LANES, dot_intrin
+from .isa import target_extensions
+
+#: (intrinsic family, kind) -> the CPU extensions it needs, best first per kind
+PATHS = {
+    "vnni": (("amx", ("amx_tile", "amx_int8")), ("dot", ("avx512_vnni",))),
+    "bf16": (("amx", ("amx_tile", "amx_bf16")), ("dot", ("avx512_bf16",))),
+}
+
+
+def pick_path(kind: str, target: Target | str = "c") -> str:
+    """``"amx"``, ``"dot"`` or ``"portable"``: the fastest path of ``kind`` whose extensions the
+    target allows."""
+    allowed = set(target_extensions(Target.parse(target)))
+    for path, needs in PATHS[kind]:
+        if allowed.issuperset(needs):
+            return path
+    return "portable"
+
+
+def _kind_of(A: Tensor, C: Tensor) -> str:
+    for name, d in KINDS.items():
+        if C.dtype == d.acc and A.dtype == d.a_dtype:
+            return name
+    raise ValueError(
+        f"matmul_lowp: {A.name} is {A.dtype} and {C.name} {C.dtype}; expected a packed_tensors matmul "
+        "(uint8 -> int32 or bfloat16 -> float32)"
+    )
+
+
+def matmul_lowp(
+    tensors: list[Tensor], target: Target | str = "c", path: str | None = None, mr: int = 0, kc: int = 0
+) -> Schedule:
+    """``C[i, j] = sum(A[i, k] * B[k, j])`` over a packed ``B`` (see :func:`.dot.packed_tensors`):
+    per block of ``mr`` rows (in parallel on a multi-threaded target) and ``kc`` reductions, one
+    intrinsic call per 16 columns; ``path`` (``"amx"``, ``"dot"``, ``"portable"``; default: the
+    best the target allows) picks the intrinsic. Shapes that do not divide by ``mr`` or ``kc`` run
+    the plain loop nest on the partial tiles."""
+    tgt = Target.parse(target)
+    A, _, C = tensors
+    kind = _kind_of(A, C)
+    group = KINDS[kind].group
+    path = path or pick_path(kind, tgt)
+    if path not in ("amx", "dot", "portable"):
+        raise ValueError(f"matmul_lowp: path must be amx, dot or portable, got {path!r}")
+    M, K = A.shape
+    if not isinstance(M, int) or not isinstance(K, int):
+        raise ValueError("matmul_lowp: A's shape must be fixed")
+    step = 64 if path == "amx" else group  # AMX tiles take 64 bytes of k per row
+    # A's block (mr x kc) in L1; long AMX calls spread the tile configuration's cost
+    kc = kc or min(K, 1024 if path == "amx" and kind == "vnni" else 512)
+    kc = max(step, kc // step * step)
+    mr = mr or (32 if path == "amx" else 8)
+    mr = max(1, min(mr, M)) if path != "amx" else mr
+    s = create_schedule(C)
+    i, j = s[C].op.axis
+    ko, ki = s[C].op.reduce_axis
+    io, ii = s[C].split(i, mr)
+    jo, ji = s[C].split(j, LANES)
+    koo, koi = s[C].split(ko, kc // group)
+    # a block of A (mr x kc) stays in L1 while the packed panels of B stream by from L2; on one
+    # thread the kc rows of B (all its panels) stay there for every block of rows, on several the
+    # blocks of rows go to the threads in one parallel loop (one per k block was slower)
+    if (tgt.num_threads or 1) > 1:
+        s[C].reorder(io, koo, jo, ii, ji, koi, ki)
+        s[C].parallel(io)
+    else:
+        s[C].reorder(koo, io, jo, ii, ji, koi, ki)
+    if path == "amx":
+        intrin = amx_intrin(kind, mr, kc)
+    else:
+        intrin = dot_intrin(kind, mr, kc, portable=path == "portable")
+    s[C].tensorize(ii, intrin)
+    return s
