@@ -1,6 +1,9 @@
 """CPU hardware parameters: detected on the host, or defaults per architecture for cross targets.
 
-Used by :mod:`autosched.target` to fill the parameters a target string leaves out.
+Used by :mod:`autosched.target` to fill the parameters a target string leaves out. The one reader
+of ``/proc/cpuinfo`` text (:func:`parse_cpuinfo`, :func:`cpu_model`, :func:`isa_extensions`): the
+tuning database describes this host with it (:mod:`autosched.database.machine`), the SSH boards
+describe a board (:mod:`autosched.boards.board`).
 """
 
 from __future__ import annotations
@@ -71,13 +74,74 @@ def host_arch() -> str:
     return normalize_arch(platform.machine())
 
 
-def _cpu_flags() -> set[str]:
+#: CPU flags (``/proc/cpuinfo``) that change what a C compiler emits or how fast it runs
+ISA_FLAGS = frozenset(
+    {
+        # x86
+        "sse2", "pni", "sse3", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
+        "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512_vnni",
+        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+        # arm / aarch64
+        "neon", "vfpv4", "asimd", "asimdhp", "asimddp", "fphp", "sve", "sve2", "i8mm", "bf16",
+    }
+)  # fmt: skip
+
+def parse_mattr(text: str) -> str:
+    """A target's ``-mattr``: :data:`ISA_FLAGS` names (``+`` optional) joined by commas, or ``none``;
+    returned sorted, so that equal lists print equal."""
+    names = sorted({n.lstrip("+") for n in re.split(r"[,\s]+", text.strip()) if n.lstrip("+")})
+    if names == ["none"]:
+        return "none"
+    unknown = [n for n in names if n not in ISA_FLAGS]
+    if unknown or not names:
+        known = ", ".join(sorted(ISA_FLAGS))
+        raise ValueError(f"unknown CPU extension(s) {unknown or [text]}; known: {known}")
+    return ",".join(names)
+
+
+#: /proc/cpuinfo keys naming the CPU, in order of preference
+_MODEL_KEYS = ("model name", "Model", "cpu model", "uarch", "Hardware", "Processor")
+
+
+def parse_cpuinfo(text: str) -> dict[str, str]:
+    """The first value of each key of ``/proc/cpuinfo`` text (this host's or a board's)."""
+    info: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def host_cpuinfo() -> dict[str, str]:
+    """This host's ``/proc/cpuinfo`` as :func:`parse_cpuinfo` reads it; empty where there is none."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        return parse_cpuinfo(Path("/proc/cpuinfo").read_text())
     except OSError:
-        return set()
-    m = re.search(r"^flags\s*:(.*)$", text, re.MULTILINE)
-    return set(m.group(1).split()) if m else set()
+        return {}
+
+
+def cpu_model(info: dict[str, str]) -> str:
+    """The CPU's name in parsed cpuinfo, or implementer and part numbers (arm), or ``unknown``."""
+    for key in _MODEL_KEYS:
+        if info.get(key):
+            return info[key]
+    if "CPU implementer" in info:  # arm without a model name: implementer and part numbers
+        return f"implementer {info['CPU implementer']} part {info.get('CPU part', '?')}"
+    return platform.processor() or "unknown"
+
+
+def isa_extensions(info: dict[str, str]) -> list[str]:
+    """The :data:`ISA_FLAGS` parsed cpuinfo lists, sorted; then a RISC-V ISA string if it has one."""
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    isa = sorted(flags & ISA_FLAGS)
+    if info.get("isa"):  # risc-v: the ISA string (rv64imafdcv...) says it all
+        isa.append(info["isa"])
+    return isa
+
+
+def _cpu_flags() -> set[str]:
+    return set(host_cpuinfo().get("flags", "").split())
 
 
 def _host_caches(default: Hardware) -> tuple[int, int, int]:

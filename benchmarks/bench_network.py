@@ -46,8 +46,8 @@ clean_blas_env()
 import numpy as np  # noqa: E402  (after clean_blas_env)
 
 import autosched as asc  # noqa: E402
+from autosched.export.network import export_network, write_network  # noqa: E402
 from autosched.graph import epilogue, layout  # noqa: E402
-from autosched.graph.export import export_network, write_network  # noqa: E402
 from autosched.ops.schedules import SCHEDULES  # noqa: E402
 from autosched.records import is_remeasurement, load_records  # noqa: E402
 from autosched.runner.measure import MeasureOption  # noqa: E402

@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from sshd_board import SshLab  # noqa: E402
 
 import autosched as asc  # noqa: E402
+from autosched.boards import Board, BoardPool, RemoteBuilder  # noqa: E402
+from autosched.boards.session import BoardSession, TaskData  # noqa: E402
 from autosched.runner.measure import MeasureInput, MeasureOption  # noqa: E402
-from autosched.runner.remote import Board, BoardPool, RemoteBuilder  # noqa: E402
-from autosched.runner.remote.session import BoardSession, TaskData  # noqa: E402
 from autosched.search import make_space  # noqa: E402
 
 TARGET = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"

@@ -18,14 +18,14 @@ import pytest
 from sshd_board import SshLab
 
 import autosched as asc
+from autosched.boards import SSH_CONFIG_ENV, Board
+from autosched.boards.session import BoardSession
 from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskExecutor
 from autosched.cluster.work import build_executable_on_worker
 from autosched.records import is_remeasurement, load_records
 from autosched.runner.compile import compiler_version
 from autosched.runner.measure import MeasureErrorNo, MeasureOption
-from autosched.runner.remote import SSH_CONFIG_ENV, Board
-from autosched.runner.remote.session import BoardSession
 from autosched.search.final import ROUNDS
 
 distributed = pytest.importorskip("distributed", reason='pip install "dask[distributed]"')

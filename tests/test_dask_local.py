@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 import autosched as asc
+from autosched.boards import Board, BoardInfo
 from autosched.cli import main
 from autosched.cluster import ClusterUnavailable, DaskCluster, DaskExecutor
 from autosched.cluster.board_work import board_resources
 from autosched.cluster.connection import board_placements, build_placement, measure_placement, tls_security
+from autosched.cluster.dask_worker import WorkerPlan, plan
 from autosched.cluster.parts import DaskBuilder, DaskRunner
 from autosched.cluster.work import build_on_worker
-from autosched.cluster.worker import WorkerPlan, plan
 from autosched.records import load_records
 from autosched.runner.compile import default_cache_dir
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.remote import Board, BoardInfo
 
 distributed = pytest.importorskip("distributed", reason='pip install "dask[distributed]"')
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from autosched.cli import main
+from autosched.export.kernel import export_kernel
 from autosched.records import Record
-from autosched.records.export import export_kernel
 from autosched.runner import elf_machine
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.schedule.steps import Step

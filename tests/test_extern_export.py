@@ -10,7 +10,7 @@ import pytest
 from test_export import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
-from autosched.records.export import export_files, export_kernel
+from autosched.export.kernel import export_files, export_kernel
 from autosched.runner.measure import MeasureOption
 from autosched.task import Task
 

@@ -16,7 +16,7 @@ import graph_models as gm  # noqa: E402  (needs onnx)
 
 import autosched as asc  # noqa: E402
 from autosched.cli import main  # noqa: E402
-from autosched.graph.export import export_network, write_network  # noqa: E402
+from autosched.export.network import export_network, write_network  # noqa: E402
 from autosched.graph.fusion import fuse  # noqa: E402
 
 

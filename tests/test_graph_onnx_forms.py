@@ -18,8 +18,8 @@ import graph_models as gm  # noqa: E402  (needs onnx)
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import autosched as asc  # noqa: E402
+from autosched.export.network import export_network, write_network  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
-from autosched.graph.export import export_network, write_network  # noqa: E402
 from autosched.graph.fusion import extract_tasks  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import autosched as asc
-from autosched.graph.export import export_network, write_network
+from autosched.export.network import export_network, write_network
 from autosched.graph.network import sample_inputs
 
 

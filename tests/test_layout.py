@@ -233,3 +233,94 @@ def test_cold_import_loads_every_module_from_this_tree() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "", f"modules loaded from elsewhere:\n{proc.stdout}"
+
+
+#: The floors of the package, lowest first: a package or top-level module imports only from its own
+#: floor or below (README, "Layout"). Every top-level name of ``autosched`` stands on one floor.
+LAYERS: list[set[str]] = [
+    {"version", "diagnostics", "dtypes", "hardware", "devices", "memory", "vector_lanes", "thread_pools"},
+    {"target"},
+    {"te", "expr"},
+    {"schedule", "reference_ops", "reference", "flops", "contrib", "intrin"},
+    {"ops"},
+    {"lower"},
+    {"emit_c", "emit_cuda", "emit_opencl"},
+    {"runner"},
+    {"backends"},
+    {"task", "driver"},
+    {"records"},
+    {"database"},
+    {"boards"},
+    {"cluster"},
+    {"space"},
+    {"model"},
+    {"search"},
+    {"graph"},
+    {"export"},
+    {"cli"},
+]
+
+#: (importer, imported) modules of imports that run back up the floors, each with its reason; at
+#: most 2, and the list may only shrink. Imports under ``if TYPE_CHECKING:`` count here: they do
+#: not run, but they are a dependency a reader has to know of all the same.
+UPWARD_IMPORTS: dict[tuple[str, str], str] = {
+    ("autosched.runner.measure", "autosched.task"): (
+        "MeasureInput carries the Task it measures; an annotation only (under TYPE_CHECKING)"
+    ),
+    ("autosched.runner.local_runner", "autosched.task"): (
+        "task_data() makes a measured Task's inputs; an annotation only (under TYPE_CHECKING)"
+    ),
+}
+
+
+def floor_of(module: str) -> int | None:
+    """The index in LAYERS of ``module``'s top-level package or module (None: ``autosched`` itself
+    and ``__main__``, which stand above everything)."""
+    top = module.split(".")[1] if "." in module else ""
+    for n, layer in enumerate(LAYERS):
+        if top in layer:
+            return n
+    return None
+
+
+def every_import() -> Iterator[tuple[str, str, int]]:
+    """(importer, imported autosched module, line) of every import statement, annotation-only ones
+    included (function-local ones are refused by another test)."""
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(module, node):
+                    if target.split(".")[0] == "autosched":
+                        yield module, target, node.lineno
+
+
+def test_every_top_level_name_stands_on_one_floor() -> None:
+    tops = {m.split(".")[1] for m in MODULES if "." in m} - {"__main__"}
+    placed = [name for layer in LAYERS for name in layer]
+    assert len(placed) == len(set(placed)), "a name stands on two floors of LAYERS"
+    unplaced, gone = sorted(tops - set(placed)), sorted(set(placed) - tops)
+    assert not unplaced, f"place these in LAYERS (tests/test_layout.py) and the README's layout: {unplaced}"
+    assert not gone, f"gone from autosched, remove from LAYERS: {gone}"
+
+
+def test_imports_run_down_the_floors() -> None:
+    upward = {}
+    for importer, target, line in every_import():
+        low, high = floor_of(importer), floor_of(target)
+        if low is not None and high is not None and high > low:
+            upward[(importer, target)] = f"{MODULES[importer].relative_to(ROOT)}:{line} imports {target}"
+    assert len(UPWARD_IMPORTS) <= 2, "at most 2 imports may run back up the floors"
+    new = [text for pair, text in sorted(upward.items()) if pair not in UPWARD_IMPORTS]
+    why = "imports that run back up the floors (move the code down, or the importer up):\n"
+    assert not new, why + "\n".join(new)
+    assert set(UPWARD_IMPORTS) <= set(upward), (
+        f"no longer upward, remove from UPWARD_IMPORTS: {sorted(set(UPWARD_IMPORTS) - set(upward))}"
+    )
+
+
+def test_the_floor_check_sees_an_upward_import() -> None:
+    runner, task = floor_of("autosched.runner.measure"), floor_of("autosched.task")
+    assert runner is not None and task is not None and runner == floor_of("autosched.runner") < task
+    assert floor_of("autosched") is None and floor_of("autosched.cli.db") == len(LAYERS) - 1
+    pairs = {(a, b) for a, b, _ in every_import()}
+    assert ("autosched.runner.measure", "autosched.task") in pairs  # under TYPE_CHECKING: still read

@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 
 from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
+from autosched.export.kernel import export_files, export_kernel
+from autosched.export.makefile import make_words
 from autosched.records import NoRecordError, Record, RecordError, RecordWarning, load_best, load_records
-from autosched.records.export import export_files, export_kernel
-from autosched.records.makefile import make_words
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.search import tune
 from autosched.space.generated import SketchSpace

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import autosched as asc
-from autosched.emit_c.vector import chunks_of
 from autosched.expr import Var, const
 from autosched.lower import lower
 from autosched.lower.bounds import infer_region
@@ -14,6 +13,7 @@ from autosched.lower.ir import Buffer, For, IfThenElse, Seq, Stmt, Store
 from autosched.lower.selects import _cuts
 from autosched.lower.simplify import FALSE, TRUE, bounds, linear, simplify
 from autosched.te.nodes import Cmp, Select
+from autosched.vector_lanes import chunks_of
 
 i, j, k = Var("i"), Var("j"), Var("k")
 RANGES = {i: (0, 15), j: (0, 7), k: (0, 99)}

@@ -17,19 +17,19 @@ import pytest
 from sshd_board import SshLab, processes_in, running_lab
 
 import autosched as asc
+from autosched.boards import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
+from autosched.boards.board import load_boards, parse_probe, suggested_target
+from autosched.boards.program import RemoteBuilder, gzipped
+from autosched.boards.session import BoardSession, TaskData
 from autosched.cli import main
 from autosched.database.apply import this_machine
 from autosched.database.machine import fingerprint_for
+from autosched.export.kernel import export_kernel
 from autosched.hardware import host_arch
 from autosched.records import NoRecordError, is_remeasurement, load_records
-from autosched.records.export import export_kernel
 from autosched.runner.errors import InfrastructureError
 from autosched.runner.load import LoadError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, HostKeyRefused
-from autosched.runner.remote.boards import load_boards, parse_probe, suggested_target
-from autosched.runner.remote.program import RemoteBuilder, gzipped
-from autosched.runner.remote.session import BoardSession, TaskData
 
 pytestmark = pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
 

@@ -16,14 +16,14 @@ import pytest
 from sshd_board import SshLab, running_lab
 
 import autosched as asc
+from autosched.boards import SSH_CONFIG_ENV, Board, BoardPool, Connection, RemoteBuilder
+from autosched.boards.board import load_boards
+from autosched.boards.program import elf_arch, gzipped, runs_natively
 from autosched.cli import main
 from autosched.database.machine import fingerprint_for
 from autosched.records import load_records
 from autosched.runner.errors import InfrastructureError
 from autosched.runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.remote import SSH_CONFIG_ENV, Board, BoardPool, Connection, RemoteBuilder
-from autosched.runner.remote.boards import load_boards
-from autosched.runner.remote.program import elf_arch, gzipped, runs_natively
 
 FAST = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=60.0)  # qemu on a noisy 2-core CI machine
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import autosched as asc
+from autosched.boards import RemoteBuilder
 from autosched.hardware import host_arch
 from autosched.runner import (
     ArgSpec,
@@ -33,7 +34,6 @@ from autosched.runner import (
 )
 from autosched.runner.aligned import aligned_array, aligned_empty
 from autosched.runner.measure import MeasureInput
-from autosched.runner.remote import RemoteBuilder
 from autosched.runner.worker import fresh_output
 from autosched.schedule.steps import AnnotateStep, PragmaStep, ReorderStep, SplitStep
 from autosched.target import Target

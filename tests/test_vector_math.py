@@ -15,7 +15,7 @@ import pytest
 
 import autosched as asc
 from autosched.emit_c import HEADER, PORTABLE_HEADER
-from autosched.records.makefile import make_settings
+from autosched.export.makefile import make_settings
 from autosched.runner.compile import compile_object
 from autosched.target import Target, math_libs
 

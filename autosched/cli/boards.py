@@ -12,9 +12,7 @@ import argparse
 import json
 from typing import Any
 
-from ..diagnostics import printable
-from ..runner.measure import MeasureOption
-from ..runner.remote import (
+from ..boards import (
     Board,
     BoardPool,
     BoardUnreachable,
@@ -23,6 +21,8 @@ from ..runner.remote import (
     probe,
     suggested_target,
 )
+from ..diagnostics import printable
+from ..runner.measure import MeasureOption
 from ..target import Target
 
 __all__ = ["add_board_options", "board_names", "board_pool", "register", "tune_target"]

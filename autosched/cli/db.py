@@ -21,11 +21,11 @@ from typing import Any
 from ..database import Database, fingerprint, host_description
 from ..database.machine import summary as machine_summary
 from ..diagnostics import printable
+from ..export.kernel import EXECUTABLE, export_kernel
 from ..records import RecordError, load_records
-from ..records.export import EXECUTABLE, export_kernel
 from ..records.report import Summary, summarize
 from ..target import Target
-from .logs import _matches
+from .logs import summary_matches
 
 
 @dataclass
@@ -126,7 +126,10 @@ def _select(args: argparse.Namespace, db: Database) -> list[tuple[_Log, Summary]
         raise ValueError(f"no machine {args.machine!r} in the tuning database {db.path}; it has: {known}")
     targets = None if args.target is None else {args.target, str(Target.parse(args.target))}
     chosen = [
-        (lg, s) for lg in _read(db, args.machine) for s in lg.summaries if _matches(s, args.workload, targets)
+        (lg, s)
+        for lg in _read(db, args.machine)
+        for s in lg.summaries
+        if summary_matches(s, args.workload, targets)
     ]
     if not chosen:
         what = " ".join(args.workload or []) + (f" on {args.target}" if args.target else "")

@@ -10,12 +10,12 @@ import warnings
 from pathlib import Path
 
 from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
-from ..graph.export import BLOB_BYTES, WEIGHT_FORMS
+from ..export.gpu import gpu_export_files
+from ..export.kernel import EXECUTABLE, export_files, write_files
+from ..export.network import BLOB_BYTES, WEIGHT_FORMS
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
-from ..records.export import EXECUTABLE, export_files, write_files
-from ..records.export_gpu import gpu_export_files
 from ..records.report import (
     Summary,
     drift_table,
@@ -47,7 +47,7 @@ def _load(path: str) -> list[Record]:
     return records
 
 
-def _matches(s: Summary, workload: list[str] | None, targets: set[str] | None) -> bool:
+def summary_matches(s: Summary, workload: list[str] | None, targets: set[str] | None) -> bool:
     """Whether ``s`` is the workload named (a name, then optionally its leading arguments) on a
     target of ``targets`` (None: any)."""
     if workload:
@@ -62,7 +62,7 @@ def _select(args: argparse.Namespace) -> list[Summary]:
     """The (workload, target) summaries of the log that ``--workload`` and ``--target`` select."""
     summaries = summarize(_load(args.log))
     targets = None if args.target is None else {args.target, str(Target.parse(args.target))}
-    chosen = [s for s in summaries if _matches(s, args.workload, targets)]
+    chosen = [s for s in summaries if summary_matches(s, args.workload, targets)]
     if not chosen:
         what = " ".join(args.workload or []) + (f" on {args.target}" if args.target else "")
         held = "; ".join(sorted({s.workload for s in summaries}))

@@ -6,7 +6,7 @@ each occurs) and share of the model's FLOPs. ``tune`` with a ``.onnx`` file in p
 tunes all of them into one log, the trials shared by the task scheduler; ``run`` builds the network
 (tuned from a log, or untuned), checks it against onnxruntime and times both on the same cores
 (:mod:`autosched.graph.side_by_side`); ``export`` writes the network as one C library
-(:mod:`autosched.graph.export`).
+(:mod:`autosched.export.network`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 from typing import Any
 
 from ..diagnostics import format_ms, printable
+from ..export.network import export_network, write_network
 from ..graph import build_network, extract_tasks, from_onnx, tune_network
-from ..graph.export import export_network, write_network
 from ..graph.network import sample_inputs
 from ..graph.side_by_side import interleaved, max_relative_error, ort_feeds, ort_session
 from ..graph.tuning import log_name

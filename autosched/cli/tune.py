@@ -8,15 +8,16 @@ import json
 import shlex
 from typing import Any
 
+from ..boards import BoardPool
 from ..cluster import DaskExecutor
 from ..database import Database
 from ..diagnostics import format_ms
 from ..runner.drift import drift_text
 from ..runner.measure import MeasureOption
-from ..runner.remote import BoardPool
 from ..search import AUTO, SPACES, TUNERS, space_kind, tune
+from ..search.context import DEFAULT_TUNERS
 from ..search.learning import check_model_name, unavailable
-from ..search.tune import DEFAULT_TUNERS, TuneResult
+from ..search.tune import TuneResult
 from ..task import Task
 from .basic import parse_value
 from .boards import add_board_options, board_names, board_pool, tune_target

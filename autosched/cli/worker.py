@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..boards import Board, load_boards
 from ..cluster.connection import tls_security
-from ..cluster.worker import plan, run_board_worker, run_worker
-from ..runner.remote import Board, load_boards
+from ..cluster.dask_worker import plan, run_board_worker, run_worker
 
 __all__ = ["add_tls_options", "register", "security_of"]
 

@@ -5,7 +5,7 @@ Dask cluster (``asc.tune(task, cluster="tcp://host:8786")``, ``tls://`` with ``s
 - :mod:`.connection`: the client, worker resources (``build``, ``measure-KIND``, ``measure-c-ARCH``
   and ``board-ALIAS`` for SSH boards), where each kind of work may run, TLS settings.
 - :mod:`.parts`: the builder and runner of a cluster; :mod:`.boards`: the runner of SSH boards.
-- :mod:`.work`, :mod:`.board_work`: what runs on the workers; :mod:`.worker`: ``autosched worker``.
+- :mod:`.work`, :mod:`.board_work`: what runs on the workers; :mod:`.dask_worker`: ``autosched worker``.
 - :mod:`.executor`: the choice between them, from ``cluster=``.
 """
 

@@ -1,6 +1,6 @@
 """What runs on a board worker (``autosched worker --board ALIAS``): measurements on an SSH board.
 
-The worker process holds one :class:`~autosched.runner.remote.session.BoardSession` to its board:
+The worker process holds one :class:`~autosched.boards.session.BoardSession` to its board:
 :func:`open_board` connects, reads the board's hardware and makes the run directory before the
 worker joins the cluster; every measurement reuses it (one shared ssh connection, the task's inputs
 uploaded once); :func:`close_board` removes the run directory when the worker stops. A measurement
@@ -14,11 +14,11 @@ import sys
 import threading
 import time
 
+from ..boards import Board, BoardInfo, BoardUnreachable
+from ..boards.session import BoardSession
 from ..diagnostics import printable
 from ..runner.compile import default_cache_dir
 from ..runner.measure import BuildResult
-from ..runner.remote import Board, BoardInfo, BoardUnreachable
-from ..runner.remote.session import BoardSession
 from ..target import Target
 from .connection import board_family, board_resource, measure_resource
 from .work import Measurement, TaskValue, store

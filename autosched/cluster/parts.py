@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..boards.program import main_source
 from ..database.machine import fingerprint_for
 from ..runner.build_worker import Compiled
 from ..runner.builder import Job, emit_sources, with_libraries
@@ -31,7 +32,6 @@ from ..runner.compile import (
 )
 from ..runner.local_runner import task_data
 from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
-from ..runner.remote.program import main_source
 from ..target import Target
 from ..task import Task
 from .connection import DaskCluster, Workers, build_placement, measure_placement

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..boards.program import gzipped
 from ..runner.build_worker import compile_one
 from ..runner.cache_trust import State, private_folder, record, say_changed, sha256_of, verify
 from ..runner.compile import (
@@ -35,7 +36,6 @@ from ..runner.compile import (
 from ..runner.kernel import ArgSpec
 from ..runner.local_runner import LocalRunner
 from ..runner.measure import MeasureErrorNo, MeasureOption
-from ..runner.remote.program import gzipped
 from ..target import Target
 from ..te.ccode import NO_CODE, CCode
 

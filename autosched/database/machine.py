@@ -14,71 +14,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import platform
 import re
-from pathlib import Path
 from typing import Any
 
-from ..hardware import host_arch, host_hardware
+from ..hardware import cpu_model, host_arch, host_cpuinfo, host_hardware, isa_extensions
 from ..target import Target, TargetError
 
 __all__ = ["describe", "fingerprint", "fingerprint_for", "host_description", "summary"]
-
-#: CPU flags (``/proc/cpuinfo``) that change what a C compiler emits or how fast it runs
-ISA_FLAGS = frozenset(
-    {
-        # x86
-        "sse2", "pni", "sse3", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f",
-        "avx512cd", "avx512bw", "avx512dq", "avx512vl", "avx512ifma", "avx512vbmi", "avx512_vnni",
-        "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
-        # arm / aarch64
-        "neon", "vfpv4", "asimd", "asimdhp", "asimddp", "fphp", "sve", "sve2", "i8mm", "bf16",
-    }
-)  # fmt: skip
-
-#: /proc/cpuinfo keys naming the CPU, in order of preference
-_MODEL_KEYS = ("model name", "Model", "cpu model", "uarch", "Hardware", "Processor")
-
-
-def _cpuinfo(text: str) -> dict[str, str]:
-    """The first value of each key of ``/proc/cpuinfo`` text."""
-    info: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            info.setdefault(key.strip(), value.strip())
-    return info
-
-
-def _cpu_model(info: dict[str, str]) -> str:
-    for key in _MODEL_KEYS:
-        if info.get(key):
-            return info[key]
-    if "CPU implementer" in info:  # arm without a model name: implementer and part numbers
-        return f"implementer {info['CPU implementer']} part {info.get('CPU part', '?')}"
-    return platform.processor() or "unknown"
-
-
-def _isa(info: dict[str, str]) -> list[str]:
-    flags = set((info.get("flags") or info.get("Features") or "").split())
-    isa = sorted(flags & ISA_FLAGS)
-    if info.get("isa"):  # risc-v: the ISA string (rv64imafdcv...) says it all
-        isa.append(info["isa"])
-    return isa
 
 
 @functools.cache
 def host_description() -> dict[str, Any]:
     """This host as the database describes it (read once per process from ``/proc/cpuinfo``)."""
-    try:
-        info = _cpuinfo(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        info = {}
+    info = host_cpuinfo()
     return {
         "kind": "host",
         "arch": host_arch(),
-        "cpu": _cpu_model(info),
-        "isa": _isa(info),
+        "cpu": cpu_model(info),
+        "isa": isa_extensions(info),
         "vector_bytes": host_hardware().vector_bytes,
     }
 

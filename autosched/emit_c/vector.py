@@ -18,6 +18,7 @@ from ..dtypes import dtype as dtype_info
 from ..expr import BinOp, Call, Const, Expr, Var, as_expr, children, substitute
 from ..lower.ir import Buffer, BufLoad, For, Seq, Store
 from ..lower.simplify import linear, rebuild, simplify
+from ..vector_lanes import chunks_of
 
 MAX_UNROLLED_CHUNKS = 8
 VECTOR_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -214,19 +215,6 @@ class _VectorPrinter:
         if value is None:
             return None
         return f"*({self.vt}u*)&{self.p.buf(s.buffer)}[{self.at(s.index, base)}] = {value};"
-
-
-def chunks_of(extent: int, width: int) -> list[int]:
-    """Vector lengths covering ``extent``: full vectors, then halving powers of two (1 = scalar)."""
-    out: list[int] = []
-    rest = extent
-    lanes = width
-    while rest:
-        while lanes > rest:
-            lanes //= 2
-        out.append(lanes)
-        rest -= lanes
-    return out
 
 
 def emit_vector_loop(p: LoopPrinter, s: For, indent: int) -> bool:

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..dtypes import dtype as dtype_info
-from ..emit_c.vector import chunks_of
 from ..expr import Tensor, as_int
+from ..intrin.lowp import matmul_lowp
 from ..schedule import Schedule, create_schedule
 from ..target import Target
+from ..vector_lanes import chunks_of
 from .registry import Workload
 
 
@@ -315,6 +316,7 @@ SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
     "dense": dense_cpu,
     "conv2d_nchw": conv2d_nchw_cpu,
     "max_pool2d": max_pool2d_cpu,
+    "matmul_lowp": matmul_lowp,  # AMX, VNNI / AVX512-BF16 or portable: what the target allows
 }
 
 

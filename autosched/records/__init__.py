@@ -11,10 +11,10 @@ The modules import one way, each only from those listed before it:
     report   summaries of a log: the table of best programs and errors, tuning curves as a PNG
     report_network  a network's latency, weights and speed-ups from its log (weights from its model)
     report_html     the report as one self-contained HTML page
-    export   a tuned program as a standalone C kernel (.c, .h, main.c, Makefile)
 
 The log's public names are importable from here (``from autosched.records import Record,
-load_records``); ``report`` and ``export`` are imported by name (``autosched.records.export``).
+load_records``); ``report`` is imported by name (``autosched.records.report``). Writing a record
+out as C (a kernel, a network) is :mod:`autosched.export`'s work, one floor up.
 """
 
 from __future__ import annotations

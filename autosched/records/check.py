@@ -6,7 +6,7 @@ readers); the checks are cheap per line, and the costly ones are done once per d
 
 - field types: strings are strings, numbers are numbers (not ``true``, not ``"nan"``);
 - costs: a list of finite seconds, non-empty and positive for a valid (``NO_ERROR``) measurement;
-  ``all_cost`` and ``timestamp`` finite and in range (:func:`check_costs`, :func:`number`);
+  ``all_cost`` and ``timestamp`` finite and in range (:func:`check_costs`, :func:`check_number`);
 - speed: no cost of a valid measurement shorter than a kernel call can be (:data:`MIN_SECONDS`),
   nor than the workload's operations take at a rate no device of the target's kind reaches
   (:func:`~autosched.target.peak_ops`; :func:`check_speed`, once per workload and target);
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import printable
+from ..intrin.isa import missing_extensions, steps_extensions
 from ..ops.registry import Workload, WorkloadDef, registered
 from ..schedule import Schedule
 from ..target import OPTIONS, Target, TargetError, kind_options, peak_ops, target_kinds
@@ -45,14 +46,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_costs",
+    "check_number",
     "check_speed",
     "check_target",
+    "check_text",
     "check_workload",
     "compiler_here",
     "logged_target",
-    "number",
     "replay_error",
-    "text",
 ]
 
 _INF = math.inf
@@ -66,7 +67,7 @@ MAX_TEXT = 4096
 # Scalars
 
 
-def text(value: Any, what: str) -> str:
+def check_text(value: Any, what: str) -> str:
     """``value`` if it is a string, else :class:`RecordError`."""
     if type(value) is not str:
         raise RecordError(f"{what} must be a string, got {type(value).__name__}")
@@ -84,7 +85,7 @@ def check_machine(value: Any) -> str:
     return value
 
 
-def number(value: Any, what: str, low: float, high: float) -> float:
+def check_number(value: Any, what: str, low: float, high: float) -> float:
     """``value`` as a float if it is a JSON number (not a bool or a string) in ``[low, high]``."""
     if value.__class__ is not float and value.__class__ is not int:
         raise RecordError(f"{what} must be a number, got {type(value).__name__} {printable(value, 40)}")
@@ -377,8 +378,9 @@ _REPLAYS: dict[tuple[str, Any], str | None] = {}
 
 
 def replay_error(record: Record) -> str | None:
-    """Why the steps of ``record`` do not replay on its workload; None if they do, or if the
-    workload is not registered here (it cannot be replayed, nor built)."""
+    """Why the steps of ``record`` do not replay on its workload (or tensorize with intrinsics
+    needing CPU extensions this CPU lacks, such as AMX); None if they do, or if the workload is
+    not registered here (it cannot be replayed, nor built)."""
     name, args = record.workload
     if registered(name) is None:
         return None
@@ -389,7 +391,10 @@ def replay_error(record: Record) -> str | None:
         pass
     try:
         Schedule.replay(Workload(name, args).outputs, record.steps)
+        lacking = missing_extensions(steps_extensions(record.steps))
         why = None
+        if lacking:
+            why = f"its intrinsics need CPU extension(s) {', '.join(lacking)}, which this CPU lacks"
     except Exception as err:  # a crafted program may fail anywhere in the schedule layer
         why = f"{type(err).__name__}: {err}"
     _remember(_REPLAYS, key, why)

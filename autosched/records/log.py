@@ -43,11 +43,11 @@ from ..version import __version__
 from .check import (
     check_costs,
     check_machine,
+    check_number,
     check_speed,
     check_target,
+    check_text,
     check_workload,
-    number,
-    text,
 )
 from .io import (
     FORMAT_VERSION,
@@ -208,18 +208,18 @@ class Record(Costs):
                 workload=check_workload(data["workload"], key),
                 workload_key=key,
                 target=check_target(data["target"]),
-                compiler=text(data.get("compiler", ""), "compiler"),
+                compiler=check_text(data.get("compiler", ""), "compiler"),
                 steps=steps,
                 costs=check_costs(data["costs"], error_no is _NO_ERROR),
                 error_no=error_no,
-                error_msg=text(data.get("error_msg", ""), "error_msg"),
-                all_cost=number(data.get("all_cost", 0.0), "all_cost", 0.0, MAX_SECONDS),
-                timestamp=number(data.get("timestamp", 0.0), "timestamp", 0.0, MAX_TIMESTAMP),
-                version=text(data.get("autosched", ""), "the autosched version"),
+                error_msg=check_text(data.get("error_msg", ""), "error_msg"),
+                all_cost=check_number(data.get("all_cost", 0.0), "all_cost", 0.0, MAX_SECONDS),
+                timestamp=check_number(data.get("timestamp", 0.0), "timestamp", 0.0, MAX_TIMESTAMP),
+                version=check_text(data.get("autosched", ""), "the autosched version"),
                 program=program,
                 machine=check_machine(data.get("machine", "")),
                 origin=origin,
-                calibration=number(data.get("calibration", 0.0), "calibration", 0.0, MAX_CALIBRATION),
+                calibration=check_number(data.get("calibration", 0.0), "calibration", 0.0, MAX_CALIBRATION),
             )
             if error_no is _NO_ERROR:
                 check_speed(record.costs, record.workload, key, record.target)

@@ -1,5 +1,6 @@
 """autosched.search: tuners, the tuning loop and ``tune`` (where spaces, runners and logs meet)."""
 
+from .context import TuneContext
 from .evolutionary import EvolutionaryTuner
 from .ga import GATuner
 from .guided import ModelTuner, diverse_pick
@@ -8,7 +9,7 @@ from .progress import ProgressBar, TuneStats
 from .replay import LogSpace, ReplayLog, ReplayRunner
 from .sa import SATuner
 from .space import AUTO, SPACES, Candidate, SpaceError, TuningSpace, make_space, space_kind
-from .tune import TuneResult, tune
+from .tune import TuneResult, tune, tune_with
 from .tuner import TUNERS, GridTuner, RandomTuner, Tuner, make_tuner, register_tuner
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ReplayRunner",
     "SATuner",
     "SpaceError",
+    "TuneContext",
     "TuneResult",
     "TuneStats",
     "Tuner",
@@ -42,4 +44,5 @@ __all__ = [
     "register_tuner",
     "resolve_model",
     "tune",
+    "tune_with",
 ]

@@ -37,14 +37,14 @@ from ..task import Task
 from .baseline import is_default
 from .space import Candidate
 
-__all__ = ["Final", "remeasure_top"]
+__all__ = ["Remeasured", "remeasure_top"]
 
 #: passes over the programs that share a re-measurement's repeats (each at least one repeat)
 ROUNDS = 5
 
 
 @dataclasses.dataclass
-class Final:
+class Remeasured:
     """The outcome of the re-measurements: the winner and how many programs were measured again."""
 
     best: Candidate | None
@@ -135,7 +135,7 @@ def remeasure_top(
     machine: str = "",
     earlier: Sequence[Record] = (),
     default_key: str | None = None,
-) -> Final:
+) -> Remeasured:
     """Measure the ``top`` fastest programs of ``measured`` again with ``repeat`` repeats (see the
     module docstring). ``earlier`` are re-measurements already in the log. A runner with an
     ``option`` (:class:`~autosched.runner.LocalRunner`, a board pool) gets ``repeat`` repeats for
@@ -167,5 +167,5 @@ def remeasure_top(
         score = medians[cand.key] / (1.0 if base is None or cand.key == base else 1.0 - BASELINE_MARGIN)
         if score < best_score:
             best, best_score = cand, score
-    return Final(best, medians[best.key] if best is not None else math.inf, len(results), medians,
+    return Remeasured(best, medians[best.key] if best is not None else math.inf, len(results), medians,
                  {c.key: calibrations.get(c.key, 0.0) for c, _ in chosen}, figures)

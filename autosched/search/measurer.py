@@ -235,7 +235,7 @@ class Measurer:
             self.shared.close()
 
 
-class Sync:
+class SyncOtherRuns:
     """Callback: after each batch, hand the tuner the records other runs logged meanwhile."""
 
     def __init__(self, measurer: Measurer, stats: TuneStats) -> None:

@@ -32,7 +32,6 @@ whose first trials all fail with one and the same unexplained error.
 
 from __future__ import annotations
 
-import numbers
 import os
 import time
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from typing import Any, Literal
 
 from .. import records
 from ..backends import backend_for
-from ..cluster import ClusterUnavailable, Executor, executor_for
+from ..cluster import ClusterUnavailable
 from ..database import Database
 from ..diagnostics import warn
 from ..model.feature_workers import in_session
@@ -60,13 +59,14 @@ from ..runner.system_libs import check_system_libraries
 from ..task import Task
 from .baseline import measure_default as _measure_default
 from .baseline import space_default
-from .final import Final, remeasure_top
+from .context import TuneContext
+from .final import Remeasured, remeasure_top
 from .learning import CostModel, model_name, sidecar_path
-from .measurer import Measurer, Sync
+from .measurer import Measurer, SyncOtherRuns
 from .progress import ProgressBar, QualityLog, TuneStats, show_progress
-from .space import Candidate, make_space
+from .space import Candidate
 from .transfer import load_transfer
-from .tuner import Callback, Tuner, make_tuner
+from .tuner import Callback, Tuner
 
 
 class TuningInterrupted(KeyboardInterrupt):
@@ -118,27 +118,6 @@ class TuneResult:
         return out
 
 
-def _check_arguments(trials: object, log: Path | None) -> None:
-    """Reject bad arguments before any work is done."""
-    if isinstance(trials, bool) or not isinstance(trials, numbers.Integral):
-        raise TypeError(f"trials must be an integer, got {trials!r}")
-    if trials < 1:
-        raise ValueError(f"trials must be at least 1, got {trials}")
-    if log is None:
-        return
-    folder = log.parent
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot write the tuning log {log}: no directory {folder}")
-    if log.is_dir():
-        raise IsADirectoryError(f"the tuning log {log} is a directory")
-    if not os.access(log if log.exists() else folder, os.W_OK):
-        raise PermissionError(f"cannot write the tuning log {log}: permission denied")
-
-
-#: the tuner used when none is named, per space kind (both with the default ``xgb`` model)
-DEFAULT_TUNERS = {"sketch": "evolutionary", "template": "sa"}
-
-
 def _save_model(tuner: Tuner, path: str | os.PathLike[str]) -> None:
     """Write the run's cost model, fitted on all its records, to ``path`` (for ``model=PATH`` in a
     later run)."""
@@ -149,17 +128,6 @@ def _save_model(tuner: Tuner, path: str | os.PathLike[str]) -> None:
         warn(f"no fitted cost model to save to {path}: this run's tuner has none (or too few records)")
         return
     save(path)
-
-
-def _make_tuner(
-    tuner: str | Tuner | None, task: Task, space: str, seed: int | None, model: str | CostModel | None
-) -> Tuner:
-    if isinstance(tuner, Tuner):
-        if model is not None:
-            raise ValueError("pass model= to the Tuner you give, not to tune()")
-        return tuner
-    made = make_space(task, space)
-    return make_tuner(tuner or DEFAULT_TUNERS.get(made.kind, "random"), task, made, seed, model)
 
 
 def _key(candidate: Candidate | None) -> str | None:
@@ -209,7 +177,7 @@ def tune(
     on first. ``space`` is ``sketch`` (generated), ``template`` (knobs) or ``auto`` (the task's
     template where it has one, else sketches). ``option`` sets timing and timeouts for the default
     :class:`~autosched.runner.LocalBuilder` / :class:`~autosched.runner.LocalRunner`; a ``runner``
-    with a ``make_builder(option)`` method (:class:`~autosched.runner.remote.BoardPool`: boards over
+    with a ``make_builder(option)`` method (:class:`~autosched.boards.BoardPool`: boards over
     SSH) gets its own kind of builder by default. ``progress`` draws a progress bar on stderr (trials,
     best GFLOP/s, errors, the model's ranking quality, elapsed time and ETA): None (the default) when
     stderr is a terminal or in a notebook, True always, False never.
@@ -226,16 +194,39 @@ def tune(
     default schedule first (one trial; :mod:`autosched.search.baseline`), so the result is never
     slower than what the task runs untuned; None (the default): only where that schedule is
     hand-written (matmul and conv2d NCHW on a CPU target), False: the search alone.
+
+    The arguments make one :class:`~autosched.search.context.TuneContext`, closed at the end;
+    :func:`tune_with` tunes through a context that serves several tasks.
     """
-    _check_arguments(trials, Path(log) if log is not None and log is not False else None)
+    context = TuneContext(
+        task, trials=trials, log=log, tuner=tuner, space=space, model=model, builder=builder,
+        runner=runner, cluster=cluster, security=security, callbacks=callbacks, transfer=transfer,
+        seed=seed, early_stopping=early_stopping, timeout=timeout, option=option, batch_size=batch_size,
+        progress=progress, remeasure=remeasure, remeasure_repeat=remeasure_repeat, save_model=save_model,
+        measure_default=measure_default,
+    )  # fmt: skip
+    with context:
+        return tune_with(context)
+
+
+@in_session
+def tune_with(context: TuneContext, task: Task | None = None) -> TuneResult:
+    """Tune ``task`` (default: the context's) as :func:`tune` does, with the context's parts and
+    settings; its builders, runners and executor stay open for the next task (until
+    ``context.close()``)."""
+    c = context
+    task = task or c.task
+    trials, log, callbacks, timeout, remeasure = c.trials, c.log, c.callbacks, c.timeout, c.remeasure
+    measure_default = c.measure_default
     if log is None:
         log = Database().log_for(task, create=True)
     log_path = Path(log) if log is not False else None
-    backend = backend_for(task.target)
+    backend_for(task.target)  # a kind without a backend fails here, before any work
     if task.target.kind == "c":  # a missing OpenBLAS fails every trial: say so once, before the first
         check_system_libraries(task.code, task.target)
     start = time.monotonic()
-    the_tuner = _make_tuner(tuner, task, space, seed, model)
+    the_tuner = c.make_tuner(task)
+    transfer = c.transfer
     if transfer and the_tuner.learner is not None:
         the_tuner.add_transfer(*load_transfer(list(transfer), task))
     elif transfer:
@@ -254,26 +245,19 @@ def tune(
     resumed = the_tuner.load_history(history)
     the_tuner.refit_pending()  # a resumed run refits on its log before proposing anything
 
-    opt = option or MeasureOption()
-    own_builder = builder is None
-    own_runner = runner is None
-    executor = executor_for(cluster, security)
-    the_runner = runner or executor.runner(backend, opt, task.target)
-    make_builder = getattr(the_runner, "make_builder", None)  # a runner that needs its own builds
-    if builder is None and make_builder is not None:
-        builder = make_builder(opt)
-    the_builder = builder or executor.builder(backend, opt)
+    opt = c.measure_option()
+    the_builder, the_runner = c.parts(task)
     measurer = Measurer(task, the_builder, the_runner, log_path, stats, budget=trials, counted=resumed,
                         start=read)
-    hooks: list[Callback] = [Sync(measurer, stats), *callbacks]
+    hooks: list[Callback] = [SyncOtherRuns(measurer, stats), *callbacks]
     learner = the_tuner.learner
     if learner is not None and log_path is not None:
         meta = {"workload_key": task.workload.key, "target": str(task.target),
                 "tuner": type(the_tuner).__name__, "model": model_name(learner.model)}
         hooks.append(QualityLog(sidecar_path(log_path), meta))
-    if show_progress(progress):
+    if show_progress(c.progress):
         hooks.append(ProgressBar(trials, stats))
-    final = Final(None, float("inf"), 0, {})
+    final = Remeasured(None, float("inf"), 0, {})
     try:
         if measure_default is None:
             measure_default = task.target.kind == "c" and has_hand_written(task.workload)
@@ -284,15 +268,15 @@ def tune(
         the_tuner.tune(
             trials,
             measurer,
-            batch_size=batch_size or 2 * (task.target.cores or 1) + 2,
-            early_stopping=early_stopping,
+            batch_size=c.batch_size or 2 * (task.target.cores or 1) + 2,
+            early_stopping=c.early_stopping,
             timeout=timeout,
             callbacks=hooks,
         )
         out_of_time = timeout is not None and time.monotonic() - start >= timeout
         if remeasure > 0 and not out_of_time:
             final = remeasure_top(
-                task, the_tuner.measured, top=remeasure, repeat=remeasure_repeat or max(10, 3 * opt.repeat),
+                task, the_tuner.measured, top=remeasure, repeat=c.remeasure_repeat or max(10, 3 * opt.repeat),
                 builder=the_builder, runner=the_runner, log=log_path, compiler=measurer.compiler,
                 machine=measurer.machine, earlier=remeasured,
                 default_key=_key(space_default(the_tuner.space)),
@@ -303,17 +287,11 @@ def tune(
         raise ClusterUnavailable(f"{stop}{_resume_hint(measurer.measured, log_path)}") from None
     finally:
         measurer.close()
-        for part, own in ((the_builder, own_builder), (the_runner, own_runner)):
-            close = getattr(part, "close", None)
-            if own and close is not None:
-                close()
-        if not isinstance(cluster, Executor):
-            executor.close()
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
-    if save_model is not None:
-        _save_model(the_tuner, save_model)
+    if c.save_model is not None:
+        _save_model(the_tuner, c.save_model)
     best_cand, best = final.best, final.best_cost
     if best_cand is None and the_tuner.best_candidate is not None:  # not re-measured (or it failed)
         best_cand, best = the_tuner.best_candidate, the_tuner.best_cost

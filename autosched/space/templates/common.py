@@ -13,11 +13,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from ...emit_c.vector import chunks_of
 from ...expr import ComputeOp, IterVar, Load, Reduce, Tensor, walk
 from ...lower.simplify import linear
 from ...schedule import Schedule, Stage
 from ...target import Target
+from ...vector_lanes import chunks_of
 from ..knobs import Config, Entity, OtherEntity
 
 E = TypeVar("E", bound=Entity)

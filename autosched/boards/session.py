@@ -40,15 +40,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ...diagnostics import printable
-from ...dtypes import numpy_dtype
-from ...expr import static_shape
-from ...task import Task
-from ..errors import InfrastructureError
-from ..kernel import ArgSpec
-from ..measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
-from ..worker import compare
-from .boards import PROBE_SCRIPT, Board, BoardInfo, parse_probe
+from ..diagnostics import printable
+from ..dtypes import numpy_dtype
+from ..expr import static_shape
+from ..runner.errors import InfrastructureError
+from ..runner.kernel import ArgSpec
+from ..runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
+from ..runner.worker import compare
+from ..task import Task
+from .board import PROBE_SCRIPT, Board, BoardInfo, parse_probe
 from .program import elf_arch, runs_natively
 from .ssh import BoardUnreachable, Connection
 
@@ -175,7 +175,7 @@ class BoardSession:
     :meth:`measure_batch` times built candidates sent in one transfer (:meth:`measure`: one);
     :meth:`close` removes the run directory.
 
-    Failures of the board or the connection raise :class:`~autosched.runner.remote.ssh.BoardUnreachable`;
+    Failures of the board or the connection raise :class:`~autosched.boards.ssh.BoardUnreachable`;
     failures of the candidate are outcomes.
     """
 

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..runner.remote import Board
+from ..boards import Board
 from .board_work import board_resources, close_board, open_board
 from .connection import BUILD, check_address, import_distributed, measure_resource
 from .listen import listen_address, warn_if_exposed

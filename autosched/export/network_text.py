@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from ..records.makefile import make_settings
+from ..graph.ir import Graph
+from ..graph.network import input_dtype
+from ..graph.plan import Plan
 from ..target import Target
-from .ir import Graph
-from .network import input_dtype
-from .plan import Plan
+from .makefile import make_settings
 
 
 def model_h(graph: Graph, plan: Plan, blob: int | None = None) -> str:

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...database.machine import _cpu_model, _cpuinfo, _isa, fingerprint
-from ...diagnostics import printable
-from ...hardware import normalize_arch, parse_size
-from ...target import Target
+from ..database.machine import fingerprint
+from ..diagnostics import printable
+from ..hardware import cpu_model, isa_extensions, normalize_arch, parse_cpuinfo, parse_size
+from ..target import Target
 from .ssh import Connection
 
 try:
@@ -157,7 +157,7 @@ def _sections(text: str) -> dict[str, str]:
 def parse_probe(text: str) -> BoardInfo:
     """A :class:`BoardInfo` from the probe script's output."""
     sec = _sections(text)
-    info = _cpuinfo(sec.get("cpuinfo", ""))
+    info = parse_cpuinfo(sec.get("cpuinfo", ""))
     caches: dict[str, int] = {}
     for line in sec.get("caches", "").splitlines():
         words = line.split()
@@ -172,7 +172,7 @@ def parse_probe(text: str) -> BoardInfo:
         cores = 1
     arch = normalize_arch(sec.get("arch", "unknown").strip() or "unknown")
     mcpu = _ARM_PARTS.get(info.get("CPU part", "")) if info.get("CPU implementer") == "0x41" else None
-    return BoardInfo(arch, printable(_cpu_model(info), 120), cores, caches, tuple(_isa(info)), mcpu)
+    return BoardInfo(arch, printable(cpu_model(info), 120), cores, caches, tuple(isa_extensions(info)), mcpu)
 
 
 def probe(conn: Connection, timeout: float = 30.0) -> BoardInfo:

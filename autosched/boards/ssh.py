@@ -23,8 +23,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from ...diagnostics import printable
-from ..errors import InfrastructureError
+from ..diagnostics import printable
+from ..runner.errors import InfrastructureError
 
 __all__ = ["BoardUnreachable", "Connection", "HostKeyRefused", "Reply", "SSH_CONFIG_ENV"]
 

@@ -34,13 +34,13 @@ from ..dtypes import dtype as dtype_info
 from ..emit_c import function_name
 from ..expr import shape_vars, static_shape
 from ..ops import Workload
+from ..records.check import logged_target
+from ..records.log import Record, RecordWarning
 from ..runner.kernel import ArgSpec
 from ..target import Target
 from ..task import Task
-from .check import logged_target
-from .export_code import with_code
-from .log import Record, RecordWarning
 from .makefile import make_comment, make_settings
+from .user_code import with_code
 
 #: relative tolerance by float dtype, as in the tuner's check; the absolute one is this times
 #: max(1, max |expected|). Other dtypes compare exactly.
@@ -66,7 +66,7 @@ def _comment(text: str) -> str:
     return safe + "." if safe.endswith("\\") else safe
 
 
-def _signature(source: str, name: str) -> str:
+def function_params(source: str, name: str) -> str:
     """The parameter list of ``int name(...)`` in ``source`` (an internal error if it is absent)."""
     m = re.search(rf"^int {re.escape(name)}\((.*)\) \{{$", source, re.MULTILINE)
     if m is None:
@@ -74,14 +74,14 @@ def _signature(source: str, name: str) -> str:
     return m.group(1)
 
 
-def _with_header(source: str, name: str, header: str) -> str:
+def with_header(source: str, name: str, header: str) -> str:
     """``source`` including ``header`` just before the function, so the compiler checks the prototype."""
     m = re.search(rf"^int {re.escape(name)}\(", source, re.MULTILINE)
-    assert m is not None, "checked by _signature"
+    assert m is not None, "checked by function_params"
     return f'{source[: m.start()]}#include "{header}"\n\n{source[m.start() :]}'
 
 
-def _header(guard: str, name: str, params: str, doc: list[str]) -> str:
+def header_text(guard: str, name: str, params: str, doc: list[str]) -> str:
     """A header declaring ``int name(params)`` (without ``restrict``, so C++ can include it too)."""
     lines = ["/*", *(f" * {_comment(line)}".rstrip() for line in doc), " */"]
     lines += [f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", ""]
@@ -227,7 +227,7 @@ MAIN_TAIL = """\
 """
 
 
-def _main_c(task: Task, kernel: str, reference: str, sizes: Sequence[int] = ()) -> str:
+def main_c(task: Task, kernel: str, reference: str, sizes: Sequence[int] = ()) -> str:
     """main.c; ``sizes`` are the values a symbolic kernel gets after its arrays."""
     specs = task.arg_specs()
     counts = [math.prod(static_shape(s.shape)) for s in specs]
@@ -333,7 +333,7 @@ def export_files(
         tensors, values = wl.symbolic_tensors()
         sizes = [(v.name, values[v.name]) for v in shape_vars(tensors)]
     ref_src = task.source((), name=reference, portable=True)
-    params, ref_params = _signature(source, kernel), _signature(ref_src, reference)
+    params, ref_params = function_params(source, kernel), function_params(ref_src, reference)
 
     seconds, flops = record.median, task.flops()
     specs = task.arg_specs()
@@ -367,11 +367,11 @@ def export_files(
     ]
     guard = f"{kernel.upper()}_H"
     return {
-        "kernel.c": _with_header(source, kernel, "kernel.h"),
-        "kernel.h": _header(guard, kernel, params, doc),
-        "reference.c": _with_header(ref_src, reference, "reference.h"),
-        "reference.h": _header(f"{reference.upper()}_H", reference, ref_params, ref_doc),
-        "main.c": _main_c(task, kernel, reference, [v for _, v in sizes]),
+        "kernel.c": with_header(source, kernel, "kernel.h"),
+        "kernel.h": header_text(guard, kernel, params, doc),
+        "reference.c": with_header(ref_src, reference, "reference.h"),
+        "reference.h": header_text(f"{reference.upper()}_H", reference, ref_params, ref_doc),
+        "main.c": main_c(task, kernel, reference, [v for _, v in sizes]),
         "Makefile": with_code(_makefile(task.target, portable, "#pragma omp" in source, about), task.code),
     }
 

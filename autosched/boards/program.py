@@ -25,13 +25,13 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from ...dtypes import dtype as dtype_info
-from ...expr import static_shape
-from ...task import Task
-from ..compile import BuildTimeout, CompileError, compile_executable
-from ..compile import default_cache_dir as kernel_cache
-from ..kernel import ArgSpec
-from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
+from ..dtypes import dtype as dtype_info
+from ..expr import static_shape
+from ..runner.compile import BuildTimeout, CompileError, compile_executable
+from ..runner.compile import default_cache_dir as kernel_cache
+from ..runner.kernel import ArgSpec
+from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput
+from ..task import Task
 
 __all__ = ["RemoteBuilder", "elf_arch", "main_source", "runs_natively"]
 

@@ -24,12 +24,12 @@ from ..backends.gpu import GpuBackend
 from ..dtypes import dtype as dtype_info
 from ..expr import static_shape
 from ..ops import Workload
+from ..records.check import logged_target
+from ..records.log import Record
 from ..runner.gpu_program import GpuProgram
 from ..target import Target
 from ..task import Task
-from .check import logged_target
-from .export import EXECUTABLE, _header, _main_c, _signature, _with_header
-from .log import Record
+from .kernel import EXECUTABLE, function_params, header_text, main_c, with_header
 from .makefile import make_comment, make_words
 
 #: a target's -device as an OpenCL device type
@@ -62,12 +62,15 @@ def gpu_export_files(record: Record, *, name: str | None = None) -> dict[str, st
         "copies the outputs back; returns 0, or -1 if the device API fails.",
     ]
     files = {
-        "kernel.h": _header(f"{kernel.upper()}_H", kernel, params, doc),
-        "reference.c": _with_header(ref_src, reference, "reference.h"),
-        "reference.h": _header(
-            f"{reference.upper()}_H", reference, _signature(ref_src, reference), [f"{reference}: the check"]
+        "kernel.h": header_text(f"{kernel.upper()}_H", kernel, params, doc),
+        "reference.c": with_header(ref_src, reference, "reference.h"),
+        "reference.h": header_text(
+            f"{reference.upper()}_H",
+            reference,
+            function_params(ref_src, reference),
+            [f"{reference}: the check"],
         ),
-        "main.c": _main_c(host, kernel, reference),
+        "main.c": main_c(host, kernel, reference),
         "README": _readme(target, record, kernel),
     }
     sizes = [math.prod(static_shape(s.shape)) * dtype_info(s.dtype).bytes for s in specs]

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from ...diagnostics import AutoschedWarning
-from ..errors import InfrastructureError
-from ..measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
-from .boards import Board
+from ..diagnostics import AutoschedWarning
+from ..runner.errors import InfrastructureError
+from ..runner.measure import BuildResult, Closing, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
+from .board import Board
 from .program import RemoteBuilder
 from .session import BoardSession, Job, Outcome, TaskData
 from .ssh import BoardUnreachable

@@ -13,7 +13,7 @@
     main.c, Makefile     ``make run`` builds, checks the outputs against reference files and times it
 
 ``model_run`` allocates nothing: intermediate tensors and kernel scratch live in the caller's
-workspace of ``MODEL_WORKSPACE_BYTES``, planned statically by lifetime (:mod:`.plan`).
+workspace of ``MODEL_WORKSPACE_BYTES``, planned statically by lifetime (:mod:`autosched.graph.plan`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import numpy as np
 
 from ..database.apply import find_best
 from ..dtypes import dtype as dtype_info
+from ..graph.fusion import Group, fuse
+from ..graph.ir import Graph, GraphError
+from ..graph.layout import for_target
+from ..graph.network import input_dtype, network_tasks
+from ..graph.plan import Plan, kernel_source, plan_memory
 from ..ops import Workload
 from ..ops.schedules import default_schedule
-from ..records.export import write_files
 from ..target import Target
 from ..task import Task
-from .export_text import MAIN_C, makefile, model_h
-from .fusion import Group, fuse
-from .ir import Graph, GraphError
-from .layout import for_target
-from .network import input_dtype, network_tasks
-from .plan import Plan, kernel_source, plan_memory
+from .kernel import write_files
+from .network_text import MAIN_C, makefile, model_h
 
 #: float32 bytes of constants above which ``weights="auto"`` writes them as weights.bin: a C array
 #: of 1 MiB of floats is a 5.7 MB source that gcc -O3 compiles in 0.6 s; ResNet-18's 45 MiB took 72 s
