@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from test_export import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
+from autosched.export.kernel import export_kernel
 from autosched.expr import bind, static_shape
 from autosched.lower.ir import For, IfThenElse, Seq, Stmt, stmt_children
 from autosched.lower.passes import guards
-from autosched.records.export import export_kernel
 from autosched.runner.compile import compile_object
 from autosched.runner.kernel import Kernel
 from autosched.space.generated import SketchSpace
@@ -123,11 +123,35 @@ def test_split_of_symbolic_extent_is_partitioned_and_main_part_vectorizes() -> N
     assert "(N // 8)" in text and "((N + 7) // 8)" in text  # main part of j.outer, then its tail
     loops = vector_loops(func.body)
     assert any(not guarded and loop.extent == 8 for loop, guarded in loops)  # a guard-free main body
-    assert any(guarded for _, guarded in loops)  # and guarded tails
+    # and tails: the vector loop cut to the columns left (N's last partial vector), or guarded
+    assert any(guarded or not isinstance(loop.extent, int) for loop, guarded in loops)
     src = asc.emit(s, args, target=TARGET)
     sig = "int default_function(float* restrict A, float* restrict B, float* restrict C, int M, int K, int N)"
     assert sig in src
     assert "asc_float32x8" in src or "asc_float32x4" in src  # vector statements in the main part
+
+
+@pytest.mark.requires("gcc")
+def test_a_vector_loop_cut_inside_an_unrolled_loop_names_the_unrolled_values() -> None:
+    """A vector loop cut to the columns left (its extent names the loop around it) inside a loop
+    that is unrolled: each copy's extent gets that loop's value (a sampled program once emitted
+    the unrolled loop's variable, undeclared)."""
+    M, N, K = asc.size_var("M"), asc.size_var("N"), asc.size_var("K")
+    A, B = asc.placeholder((M, K), name="A"), asc.placeholder((K, N), name="B")
+    k = asc.reduce_axis(K, name="k")
+    C = asc.compute((M, N), lambda i, j: asc.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = asc.create_schedule(C.op)
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, 8)
+    jo, ji = s[C].split(j, 12)
+    jio, jii = s[C].split(ji, 3)
+    s[C].reorder(io, jo, k, ii, jio, jii)
+    s[C].unroll(jio)
+    s[C].vectorize(jii)
+    s[C].parallel(io)
+    f = asc.build(s, [A, B, C], target=TARGET)
+    for m, n, kk in [(8, 12, 4), (9, 13, 5), (3, 7, 2), (17, 25, 3)]:
+        check_matmul(f, m, n, kk)
 
 
 @pytest.mark.requires("gcc")

@@ -12,7 +12,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..expr import BinOp, Call, Cast, Cmp, Const, Expr, Logic, Not, Select, Var, children, rewrite, substitute
+from ..expr import (
+    BinOp,
+    Call,
+    Cast,
+    Cmp,
+    Const,
+    Expr,
+    Extent,
+    Logic,
+    Not,
+    Select,
+    Var,
+    children,
+    rewrite,
+    substitute,
+)
 from .ir import EMPTY, BufLoad, CallStmt, For, IfThenElse, Seq, Stmt, Store, map_children, seq
 from .simplify import FALSE, TRUE, Ranges, bounds, decide, is_int, linear, rebuild, simplify, span
 
@@ -73,20 +88,21 @@ class _Unroller:
     # -- statements
     def stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, For):
-            full = span(s.begin, s.extent)
+            begin, extent = self.bound(s.begin), self.bound(s.extent)
+            full = span(begin, extent)
             if (
                 s.kind == "unrolled"
-                and isinstance(s.extent, int)
-                and s.extent * expanded_size(s.body, self.sizes) <= MAX_UNROLL_COPIES
+                and isinstance(extent, int)
+                and extent * expanded_size(s.body, self.sizes) <= MAX_UNROLL_COPIES
             ):
-                return self.expand(s, full)
+                return self.expand(For(s.var, begin, extent, s.kind, s.body, s.thread, s.auto_unroll), full)
             self.ranges[s.var] = full
             body = self.stmt(s.body)
             if body == EMPTY:
                 return EMPTY
-            if body is s.body:
+            if body is s.body and begin is s.begin and extent is s.extent:
                 return s
-            return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
+            return For(s.var, begin, extent, s.kind, body, s.thread, s.auto_unroll)
         if not self.env:
             return map_children(s, self.stmt)
         if isinstance(s, Store):
@@ -121,6 +137,14 @@ class _Unroller:
         return seq(c for c in copies if c != EMPTY)
 
     # -- expressions
+    def bound(self, b: Extent) -> Extent:
+        """A loop's begin or extent under the expanded loops: it may name their variables (a
+        vector loop cut to the positions left in a partial tile)."""
+        if isinstance(b, int) or not self.env:
+            return b
+        copied = self.copy(b)
+        return int(copied.value) if isinstance(copied, Const) and copied.dtype.startswith("int") else copied
+
     def copy(self, e: Expr) -> Expr:
         """``e`` with the expanded loops' variables fixed to their current values."""
         key = (id(e), self.nest)
