@@ -55,6 +55,16 @@ def _links_openblas() -> bool:
     return out.returncode == 0
 
 
+def _cpu_has(*flags: str) -> bool:
+    """Whether this CPU's /proc/cpuinfo lists all of ``flags``."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    have = set(next((ln.split(":", 1)[1] for ln in text.splitlines() if ln.startswith("flags")), "").split())
+    return all(f in have for f in flags)
+
+
 def _nvrtc_works(nvrtc: object) -> bool:
     err, *_ = nvrtc.nvrtcVersion()  # type: ignore[attr-defined]
     return int(err) == 0
@@ -101,6 +111,11 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "chromium": (lambda: not _chromium_missing() and _imports("selenium.webdriver"),
                  ", ".join(_chromium_missing()) or "selenium.webdriver fails: pip install selenium"),
     "torch": (lambda: _imports("torch.onnx") and _imports("torchvision"), "pip install torch torchvision"),
+    # CPU extensions (/proc/cpuinfo flags) that kernels with low-precision intrinsics need
+    "avx512_vnni": (lambda: _cpu_has("avx512_vnni"), "a CPU with AVX-512 VNNI (Ice Lake, Zen 4 or later)"),
+    "avx512_bf16": (lambda: _cpu_has("avx512_bf16"), "a CPU with AVX512-BF16 (Cooper Lake, Zen 4 or later)"),
+    "amx": (lambda: _cpu_has("amx_tile", "amx_int8", "amx_bf16"),
+            "a CPU with AMX tiles, int8 and bf16 (Sapphire Rapids or later) and Linux 5.16+"),
 }
 
 #: The tools of PROBES that are C compilers.
@@ -115,6 +130,20 @@ def has_tool(name: str) -> bool:
 
 _declared: set[str] = set()  # the tools the running test's markers name
 _undeclared_compiles: list[str] = []  # compiler commands it ran without naming a compiler
+
+
+#: The test functions of the slow tier (``<file>::<function>``), chosen by scripts/pick-slow-tests.
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests listed in :data:`SLOW_TESTS`, all their parameter cases."""
+    lines = SLOW_TESTS.read_text().splitlines() if SLOW_TESTS.exists() else []
+    slow = {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+    for item in items:
+        function = getattr(item, "originalname", item.name)
+        if f"{item.path.name}::{function}" in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True)  # before any fixture of the test is set up
