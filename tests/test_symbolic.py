@@ -38,15 +38,21 @@ def rand(*shape: int) -> np.ndarray:
     return RNG.uniform(-1.0, 1.0, shape).astype(np.float32)
 
 
-def symbolic_matmul() -> tuple[asc.Schedule, list[asc.Tensor]]:
-    """Matmul over M, N, K with a hand-written schedule: split 32/8, vectorized inner, parallel outer."""
+def matmul_of_sizes() -> tuple[asc.Tensor, asc.Tensor, asc.Tensor]:
+    """A, B and C = A @ B over the size variables M, N, K."""
     M, N, K = asc.size_var("M"), asc.size_var("N"), asc.size_var("K")
     A = asc.placeholder((M, K), name="A")
     B = asc.placeholder((K, N), name="B")
     k = asc.reduce_axis(K, name="k")
-    C = asc.compute((M, N), lambda i, j: asc.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return A, B, asc.compute((M, N), lambda i, j: asc.sum(A[i, k] * B[k, j], axis=k), name="C")
+
+
+def symbolic_matmul() -> tuple[asc.Schedule, list[asc.Tensor]]:
+    """Matmul over M, N, K with a hand-written schedule: split 32/8, vectorized inner, parallel outer."""
+    A, B, C = matmul_of_sizes()
     s = asc.create_schedule(C.op)
     i, j = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
     io, ii = s[C].split(i, 32)
     jo, ji = s[C].split(j, 8)
     ko, ki = s[C].split(k, 8)
@@ -136,12 +142,10 @@ def test_a_vector_loop_cut_inside_an_unrolled_loop_names_the_unrolled_values() -
     """A vector loop cut to the columns left (its extent names the loop around it) inside a loop
     that is unrolled: each copy's extent gets that loop's value (a sampled program once emitted
     the unrolled loop's variable, undeclared)."""
-    M, N, K = asc.size_var("M"), asc.size_var("N"), asc.size_var("K")
-    A, B = asc.placeholder((M, K), name="A"), asc.placeholder((K, N), name="B")
-    k = asc.reduce_axis(K, name="k")
-    C = asc.compute((M, N), lambda i, j: asc.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = matmul_of_sizes()
     s = asc.create_schedule(C.op)
     i, j = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
     io, ii = s[C].split(i, 8)
     jo, ji = s[C].split(j, 12)
     jio, jii = s[C].split(ji, 3)

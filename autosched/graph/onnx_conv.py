@@ -54,6 +54,15 @@ def _window(n: OnnxNode, rank: int, kernel: Sequence[int]) -> tuple[list[int], l
     return strides, dilations
 
 
+def _operands(cx: Importer, n: OnnxNode) -> tuple[str, str, tuple[int, ...], tuple[int, ...], int]:
+    """A convolution's input and weight, their shapes and its spatial rank (both of one rank, 3 to 5)."""
+    x, w = cx.value(n.inputs[0]), cx.value(n.inputs[1])
+    xs, ws = cx.b.shape(x), cx.b.shape(w)
+    if len(xs) != len(ws) or len(ws) < 3:
+        raise GraphError(f"input {xs} and weight {ws} must have the same rank, 3 to 5")
+    return x, w, tuple(xs), tuple(ws), len(ws) - 2
+
+
 def _bias(cx: Importer, n: OnnxNode) -> str | None:
     return cx.value(n.inputs[2]) if cx.has(n, 2) else None
 
@@ -62,11 +71,7 @@ def _bias(cx: Importer, n: OnnxNode) -> str | None:
            doc="1-D to 3-D, per-axis strides, dilations and asymmetric pads; a BatchNormalization "
            "after it is folded into its weights")
 def _conv(cx: Importer, n: OnnxNode) -> list[Result]:
-    x, w = cx.value(n.inputs[0]), cx.value(n.inputs[1])
-    xs, ws = cx.b.shape(x), cx.b.shape(w)
-    rank = len(ws) - 2
-    if len(xs) != len(ws) or rank < 1:
-        raise GraphError(f"input {xs} and weight {ws} must have the same rank, 3 to 5")
+    x, w, xs, ws, rank = _operands(cx, n)
     strides, dilations = _window(n, rank, ws[2:])
     pads = window_pads(n, xs[2:], ws[2:], strides, dilations)
     return [cx.b.conv(x, w, _bias(cx, n), strides=strides, pads=pads, dilations=dilations,
@@ -78,11 +83,7 @@ def _conv(cx: Importer, n: OnnxNode) -> list[Result]:
            doc="1-D to 3-D, strides, pads, output_padding, output_shape, auto_pad, dilations, groups; a "
            "BatchNormalization after it is folded into its weights")
 def _conv_transpose(cx: Importer, n: OnnxNode) -> list[Result]:
-    x, w = cx.value(n.inputs[0]), cx.value(n.inputs[1])
-    xs, ws = cx.b.shape(x), cx.b.shape(w)
-    rank = len(ws) - 2
-    if len(xs) != len(ws) or rank < 1:
-        raise GraphError(f"input {xs} and weight {ws} must have the same rank, 3 to 5")
+    x, w, xs, ws, rank = _operands(cx, n)
     strides, dilations = _window(n, rank, ws[2:])
     extra = cx.ints(n, "output_padding", [0] * rank)
     mode = cx.text(n, "auto_pad", "NOTSET")
