@@ -488,7 +488,8 @@ def test_main_partition_of_an_odd_matmul_has_no_guard_in_the_vector_loop() -> No
     vec = [lp for lp in _loops(func.body) if lp.kind == "vectorized" and lp.var.name == "C.j.inner"]
     assert len(vec) >= 2
     assert not _has_if(vec[0].body), str(vec[0])  # the main part: no tail guard
-    assert any(_has_if(lp.body) for lp in vec[1:])  # the tail keeps its guard
+    # the tail: cut to the columns left (255 = 31 x 8 + 7), or guarded
+    assert any(_has_if(lp.body) or lp.extent != vec[0].extent for lp in vec[1:])
     # in C, the main part's update is vector statements
     src = asc.emit(s, args, target="c -vector-bytes=32")
     lines = src.splitlines()

@@ -19,7 +19,7 @@ from autosched.space.mutate import mutate, mutate_parallel, mutate_tile_size
 HW, CIN, COUT = 12, 16, 32
 
 
-@asc.workload("climb_test_conv_nhwc")
+@asc.workload("test_climb_conv_nhwc")
 def conv_nhwc(hw: int, cin: int, cout: int) -> list[asc.Tensor]:
     """NHWC 3x3 convolution, batch 1, 'same' padding in a stage of its own."""
     x = asc.placeholder((1, hw, hw, cin), name="X")
@@ -37,7 +37,7 @@ def conv_nhwc(hw: int, cin: int, cout: int) -> list[asc.Tensor]:
     return [x, w, y]
 
 
-WORKLOAD = asc.get_workload("climb_test_conv_nhwc", (HW, CIN, COUT))
+WORKLOAD = asc.get_workload("test_climb_conv_nhwc", (HW, CIN, COUT))
 
 
 def tiled(space: SketchSpace, program: SketchProgram) -> list[str]:
