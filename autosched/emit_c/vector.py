@@ -16,8 +16,9 @@ from typing import Protocol
 
 from ..dtypes import dtype as dtype_info
 from ..expr import BinOp, Call, Const, Expr, Var, as_expr, children, substitute
+from ..lower.access import along
 from ..lower.ir import Buffer, BufLoad, For, Seq, Store
-from ..lower.simplify import linear, rebuild, simplify
+from ..lower.simplify import rebuild, simplify
 from ..vector_lanes import chunks_of
 
 MAX_UNROLLED_CHUNKS = 8
@@ -98,11 +99,7 @@ class _VectorPrinter:
             got = (terms, k + off if index.op == "add" else k - off, c)
             self._lin[id(index)] = got
         if got is None:
-            terms, k = linear(index, {})
-            c = terms.pop(self.v, 0)
-            affine = not any(self.depends(t) for t in terms)
-            got = (terms, k, c if affine else None)
-            self._lin[id(index)] = got
+            got = self._lin[id(index)] = along(index, self.v, self.depends)
         return got
 
     def at(self, index: Expr, base: Expr, lane: int = 0) -> str:

@@ -8,9 +8,10 @@ accessed as ``float4`` (device allocations are 256-byte aligned and shared tiles
 from __future__ import annotations
 
 from ..emit_c.gpu import KernelPrinter
-from ..expr import Const, Expr, Var, rewrite, substitute, walk
+from ..expr import Const, Expr, Var, rewrite, substitute
+from ..lower.access import aligned_run
 from ..lower.ir import BufLoad, For, Store
-from ..lower.simplify import linear, simplify
+from ..lower.simplify import simplify
 
 LANES = ("x", "y", "z", "w")
 
@@ -50,11 +51,8 @@ def _vector_access(dtype: str, scope: str, index: Expr, s: For) -> bool:
     """Whether ``index`` reads 4 contiguous floats from a 16-byte aligned address over ``s``."""
     if dtype != "float32" or scope not in ("global", "shared"):
         return False
-    terms, const = linear(index, {})
-    if terms.pop(s.var, 0) != 1 or any(s.var in walk(t) for t in terms):
-        return False
     assert isinstance(s.begin, int)
-    return (const + s.begin) % 4 == 0 and all(c % 4 == 0 for c in terms.values())
+    return aligned_run(index, s.var, s.begin, 4)
 
 
 def _at(p: KernelPrinter, index: Expr, s: For, lane: int) -> str:

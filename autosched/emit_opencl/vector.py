@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from ..emit_c.gpu import KernelPrinter
 from ..expr import BinOp, Const, Expr, Var, substitute, walk
+from ..lower.access import along
 from ..lower.ir import BufLoad, For, Store
-from ..lower.simplify import linear, simplify
+from ..lower.simplify import simplify
 
 WIDTHS = (2, 4, 8, 16)
 OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -28,10 +29,8 @@ def vector_store(p: KernelPrinter, s: For) -> str | None:
 
 
 def _coef(index: Expr, v: Var) -> int | None:
-    """The coefficient of ``v`` in ``index``, or None if ``index`` is not affine in it."""
-    terms, _ = linear(index, {})
-    c = terms.pop(v, 0)
-    return None if any(v in walk(t) for t in terms) else c
+    """The stride of ``v`` in ``index``, or None if ``index`` is not affine in it."""
+    return along(index, v)[2]
 
 
 def _at(p: KernelPrinter, index: Expr, s: For) -> str:
