@@ -23,6 +23,7 @@ if _os.environ.get("AUTOSCHED_SHARE_CORES", "") not in ("", "0"):  # before nump
     _share_cores()
 
 from . import intrin
+from .backends.plugins import load_plugins as _load_backend_plugins
 from .database import Database, NotTunedWarning, apply_best, compile, load_best
 from .diagnostics import AutoschedWarning
 from .driver import build, emit, lower
@@ -96,6 +97,9 @@ _NOT_HERE = {
     "device": "there are no devices or device arrays: call the built kernel with numpy arrays",
     "nd": "there are no device arrays: call the built kernel with numpy arrays",
 }
+
+
+_load_backend_plugins()  # target kinds from other distributions (see autosched.backends.plugins)
 
 
 def __getattr__(name: str) -> object:

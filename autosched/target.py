@@ -14,28 +14,27 @@ A target is written as a string, ``KIND -option=value ...``::
 :meth:`Target.parse` turns it into a frozen :class:`Target` whose every hardware parameter is set:
 options given win, the rest come from the host (for a native C compiler) or from defaults for the
 compiler's architecture (for a cross compiler); a GPU target reads them from the device when one
-is present (see :mod:`autosched.devices`), else from defaults (cross-compiling). ``str(target)``
+is present (each kind's ``device`` module under :mod:`autosched.backends`), else from defaults
+(cross-compiling). ``str(target)``
 is the canonical string, with every parameter spelled out, and parses back to an equal target.
 
-Kinds are registered with :func:`register_kind`; each kind names the options it accepts.
+Each kind (its options, defaults and compiler flags: a :class:`TargetKind`) lives with its backend
+under ``autosched/backends/<kind>/`` and is registered with it
+(:func:`~autosched.backends.register_backend`); this module holds what all kinds share.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import platform
 import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .devices import DeviceNotFound, check_device_type, check_platform_name, cuda_limits, opencl_limits
 from .diagnostics import printable
 from .dtypes import dtype as _dtype
-from .hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware, parse_mattr, parse_size
+from .hardware import parse_mattr, parse_size
 
 
 class TargetError(ValueError):
@@ -44,6 +43,26 @@ class TargetError(ValueError):
 
 # ---------------------------------------------------------------------------------------------
 # Option values
+
+
+#: OpenCL device types a target may select
+DEVICE_TYPES = ("cpu", "gpu", "accelerator")
+
+_PLATFORM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,63}")
+
+
+def check_platform_name(text: str) -> str:
+    """A platform name (or part of one): letters, digits, spaces and ``._()+-``, at most 64."""
+    if not _PLATFORM_NAME.fullmatch(text):
+        raise ValueError("expected a platform name of letters, digits, spaces and ._()+- (at most 64)")
+    return text
+
+
+def check_device_type(text: str) -> str:
+    """One of :data:`DEVICE_TYPES`."""
+    if text not in DEVICE_TYPES:
+        raise ValueError(f"expected one of {', '.join(DEVICE_TYPES)}")
+    return text
 
 
 _WORD = re.compile(r"[A-Za-z0-9_.+/=-]+")
@@ -129,6 +148,11 @@ class TargetKind:
     optional: ClassVar[frozenset[str]] = frozenset()
     #: arithmetic operations per second that no device of this kind reaches (see :func:`peak_ops`)
     peak_ops: ClassVar[float] = 1e16
+    #: whether programs are C for a CPU, built by a C compiler (:attr:`Target.is_cpu`)
+    cpu: ClassVar[bool] = False
+    #: the kind whose templates and hand-written schedules this one uses (None: its own name); a
+    #: C dialect registered by a plugin names ``"c"``
+    like: ClassVar[str | None] = None
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
         """All fields of a target of this kind: ``given`` plus defaults for the rest."""
@@ -145,6 +169,14 @@ class TargetKind:
     def cflags(self, target: Target, shared: bool) -> list[str]:
         """Flags for the C compiler."""
         raise TargetError(f"{self.name} targets are not built with a C compiler")
+
+    def libs(self, target: Target) -> list[str]:
+        """Libraries every program of ``target`` links (``-lm``), after its own."""
+        return []
+
+
+#: the GPU fields a device query fills
+GPU_HARDWARE = frozenset({"max_threads_per_block", "shared_memory_bytes", "warp_size", "compute_units"})
 
 
 _KINDS: dict[str, TargetKind] = {}
@@ -185,145 +217,6 @@ def _kind(name: str) -> TargetKind:
         raise TargetError(f"unknown target kind {name!r}; known kinds: {', '.join(target_kinds())}") from None
 
 
-_CPU_FLAG_STYLE: dict[str, tuple[str, ...]] = {
-    "x86_64": ("-march={}", "-mtune={}"),
-    "x86": ("-march={}", "-mtune={}"),
-}
-_DEFAULT_CPU_FLAG_STYLE = ("-mcpu={}",)
-
-
-def _tune_name(flag: str, cpu: str) -> str:
-    """gcc deprecates ``-mtune=x86-64*`` (an ISA level, not a CPU): tune for ``generic`` then."""
-    return "generic" if flag.startswith("-mtune") and cpu.startswith("x86-64") else cpu
-
-
-def openmp_flag(target: Target) -> str:
-    """The OpenMP flag of a C target: ``-fopenmp``, or ``-fopenmp=libgomp`` for clang building for
-    another architecture (LLVM's libomp is rarely installed for it; the cross gcc's libgomp is)."""
-    cross_clang = "clang" in Path(target.cc or "gcc").name and target.is_cross
-    return "-fopenmp=libgomp" if cross_clang else "-fopenmp"
-
-
-def math_libs(target: Target) -> list[str]:
-    """The math libraries C code for ``target`` links: ``-lm``, and first ``-lmvec`` (glibc's vector
-    math, whose functions the emitted header declares vectorizable for gcc on x86_64 glibc) where
-    gcc builds for this x86_64 glibc host."""
-    gcc = "clang" not in Path(target.cc or "gcc").name
-    vector = gcc and target.machine == "x86_64" and not target.is_cross and _host_libc() == "glibc"
-    return ["-lmvec", "-lm"] if vector else ["-lm"]
-
-
-@functools.cache
-def _host_libc() -> str:
-    """The C library of this host (``glibc``, or "" where Python cannot tell)."""
-    return platform.libc_ver()[0]
-
-
-@register_kind
-class CKind(TargetKind):
-    """C compiled by gcc or clang (or a cross compiler), OpenMP for threads."""
-
-    name = "c"
-    options = ("cc", "mcpu", "mfpu", "mtriple", "mattr", "cflags", "num-threads", "cores", "vector-bytes",
-               "l1", "l2", "l3")  # fmt: skip
-    optional = frozenset({"mcpu", "mfpu", "mtriple", "mattr"})
-
-    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Fill the hardware from the host for a native compiler, else from the arch's defaults."""
-        values = {"cc": "gcc", "extra_cflags": ()} | given
-        arch = compiler_arch(values["cc"], values.get("mtriple"))
-        if "mfpu" in given and arch != "arm":
-            raise TargetError(f"-mfpu is for 32-bit ARM compilers (arm-linux-gnueabihf-gcc), not {arch} ones")
-        hw = host_hardware() if arch == host_arch() else ARCH_DEFAULTS.get(arch, GENERIC)
-        values = dataclasses.asdict(hw) | values
-        values.setdefault("num_threads", values["cores"])
-        return values
-
-    def machine(self, target: Target) -> str:
-        """The architecture the target's compiler builds for."""
-        assert target.cc is not None
-        return compiler_arch(target.cc, target.mtriple)
-
-    def is_cross(self, target: Target) -> bool:
-        """True when the compiler builds for another architecture than the host's."""
-        return self.machine(target) != host_arch()
-
-    def cflags(self, target: Target, shared: bool) -> list[str]:
-        """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast -fno-math-errno`` + CPU flags
-        + extras (kernels never read ``errno``: without it, loops calling ``expf``, ``logf``, ``powf``
-        or ``sqrtf`` vectorize)."""
-        flags = ["-O3", "-std=gnu11", "-fPIC", *(["-shared"] if shared else [])]
-        flags += [openmp_flag(target), "-ffp-contract=fast", "-fno-math-errno"]
-        if "clang" not in Path(target.cc or "gcc").name:
-            # gcc 12.2 miscompiles if-converted, AVX-512-vectorized loops with guarded loads (seen on
-            # a padded conv2d: tests/test_emit_c.py::test_gcc_if_conversion_workaround); emitted
-            # kernels vectorize explicitly, so only scalar fallback loops lose auto-vectorization
-            flags.append("-fno-tree-loop-if-convert")
-        if target.mtriple:
-            flags.append(f"--target={target.mtriple}")
-        arch = self.machine(target)
-        cpu = target.mcpu or (None if self.is_cross(target) else "native")
-        if cpu is not None:
-            flags += [
-                f.format(_tune_name(f, cpu)) for f in _CPU_FLAG_STYLE.get(arch, _DEFAULT_CPU_FLAG_STYLE)
-            ]
-        if target.mfpu:
-            flags.append(f"-mfpu={target.mfpu}")
-        return flags + list(target.extra_cflags)
-
-
-@register_kind
-class CudaKind(TargetKind):
-    """CUDA C compiled by NVRTC."""
-
-    name = "cuda"
-    peak_ops = 1e17
-    options = ("arch", "max-threads-per-block", "shared-memory-bytes", "warp-size", "compute-units")
-    optional = frozenset({"arch", "compute-units"})
-
-    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Read from CUDA device 0 where a driver and a GPU are, else defaults of current NVIDIA
-        GPUs: 1024 threads, 48 KiB static shared memory, warps of 32."""
-        defaults = {"max_threads_per_block": 1024, "shared_memory_bytes": 48 << 10, "warp_size": 32}
-        found = {} if given.keys() >= _HARDWARE else cuda_limits()
-        return defaults | found | given
-
-
-@register_kind
-class OpenCLKind(TargetKind):
-    """OpenCL C compiled by the OpenCL driver (PoCL on CPUs)."""
-
-    name = "opencl"
-    peak_ops = 1e17
-    options = (
-        "max-threads-per-block",
-        "shared-memory-bytes",
-        "warp-size",
-        "compute-units",
-        "device",
-        "platform",
-    )
-    optional = frozenset({"compute-units", "device", "platform"})
-
-    def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Read from the selected device where pyopencl finds one (a ``-device`` or ``-platform``
-        that matches nothing is an error), else defaults any OpenCL 1.2 device meets: work-groups
-        of 256, 32 KiB local memory."""
-        defaults = {"max_threads_per_block": 256, "shared_memory_bytes": 32 << 10, "warp_size": 1}
-        found: dict[str, Any] = {}
-        if not given.keys() >= _HARDWARE:
-            try:
-                found = opencl_limits(given.get("device_type"), given.get("platform"))
-            except DeviceNotFound as e:
-                if "device_type" in given or "platform" in given:
-                    raise TargetError(str(e)) from None
-        return defaults | found | given
-
-
-#: the GPU fields a device query fills
-_HARDWARE = frozenset({"max_threads_per_block", "shared_memory_bytes", "warp_size", "compute_units"})
-
-
 # ---------------------------------------------------------------------------------------------
 # Target
 
@@ -338,7 +231,7 @@ class _TvmStyle(type):
         if args or kwargs or not isinstance(spec, (str, Target)):
             raise TargetError("Target(target=STRING, host=None) takes a target string and nothing else")
         target = Target.parse(spec)
-        if host is not None and Target.parse(host).kind != "c":
+        if host is not None and not Target.parse(host).is_cpu:
             raise TargetError(f"a target's host is a c target (this machine's CPU), not {printable(host)}")
         return target
 
@@ -435,6 +328,21 @@ class Target(metaclass=_TvmStyle):
         """Whether code built for this target runs elsewhere than on this host."""
         return _kind(self.kind).is_cross(self)
 
+    @property
+    def is_cpu(self) -> bool:
+        """Whether this target's programs are C for a CPU (``c``, or a C dialect a plugin adds)."""
+        return _kind(self.kind).cpu
+
+    @property
+    def is_native(self) -> bool:
+        """Whether this target's programs are C that runs on this host's CPU."""
+        return self.is_cpu and not self.is_cross
+
+    @property
+    def like(self) -> str:
+        """The kind whose templates and hand-written schedules this target uses."""
+        return _kind(self.kind).like or self.kind
+
     def vector_lanes(self, dtype: str) -> int:
         """Elements of ``dtype`` in one SIMD register (at least 1)."""
         if self.vector_bytes is None:
@@ -444,3 +352,7 @@ class Target(metaclass=_TvmStyle):
     def cflags(self, shared: bool = True) -> list[str]:
         """C compiler flags; ``shared=False`` leaves out ``-shared`` (objects, executables)."""
         return _kind(self.kind).cflags(self, shared)
+
+    def libs(self) -> list[str]:
+        """Libraries every program of this target links, after its own (``-lmvec -lm`` for C)."""
+        return _kind(self.kind).libs(self)

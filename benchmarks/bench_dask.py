@@ -47,7 +47,7 @@ from autosched.cluster import DaskCluster  # noqa: E402
 from autosched.cluster.parts import DaskBuilder, DaskRunner  # noqa: E402
 from autosched.graph import Graph, GraphBuilder  # noqa: E402
 from autosched.runner import LocalBuilder, LocalRunner, MeasureInput, MeasureOption  # noqa: E402
-from autosched.search.space import make_space  # noqa: E402
+from autosched.search.tuning_space import make_space  # noqa: E402
 
 ONE_RUN = MeasureOption(number=1, repeat=1, min_repeat_ms=0.0)
 TARGET = "c -num-threads=1"

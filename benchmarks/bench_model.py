@@ -33,7 +33,7 @@ from autosched.model.base import require
 from autosched.model.features import FEATURE_CACHE
 from autosched.records import is_remeasurement, load_records
 from autosched.runner.measure import MeasureInput
-from autosched.search.space import make_space
+from autosched.search.tuning_space import make_space
 from autosched.task import LOWERING_CACHE, Task
 
 WORKLOADS = {

@@ -22,6 +22,7 @@ from common import print_table, write_results
 
 import autosched as asc
 from autosched.backends import CudaBackend
+from autosched.backends.cuda import CudaUnavailable, cuda_driver, nvrtc_compile
 from autosched.lower import lower
 from autosched.ops.gpu_conv import conv2d_gpu, direct_gpu
 from autosched.ops.gpu_schedules import (
@@ -31,7 +32,6 @@ from autosched.ops.gpu_schedules import (
     matmul_gpu,
     softmax_gpu,
 )
-from autosched.runner.cuda import CudaUnavailable, cuda_driver, nvrtc_compile
 from autosched.target import Target
 
 MATMUL = ("matmul", (2048, 2048, 2048))

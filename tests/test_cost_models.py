@@ -31,7 +31,7 @@ from autosched.model.xgb_model import XGBModel, sample_pairs
 from autosched.records import load_records
 from autosched.runner.measure import MeasureInput
 from autosched.schedule.steps import SplitStep
-from autosched.search.space import make_space
+from autosched.search.tuning_space import make_space
 from autosched.task import Task
 
 TASK = Task("matmul", (32, 32, 32), target="c -num-threads=1")

@@ -17,7 +17,7 @@ import autosched as asc
 from autosched.model import feature_workers
 from autosched.model.features import FEATURE_CACHE, describe, extract_features
 from autosched.runner.measure import MeasureInput
-from autosched.search.space import make_space
+from autosched.search.tuning_space import make_space
 from autosched.task import LOWERING_CACHE, Task
 
 
@@ -100,7 +100,7 @@ def test_a_flat_script_with_its_own_workload_runs_once_and_gets_its_features(tmp
         from autosched.model import feature_workers
         from autosched.model.features import describe, extract_features
         from autosched.runner.measure import MeasureInput
-        from autosched.search.space import make_space
+        from autosched.search.tuning_space import make_space
         print("script ran")
 
         @asc.workload("scaled_matmul")

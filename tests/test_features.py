@@ -30,7 +30,7 @@ from autosched.model.features import FEATURE_CACHE
 from autosched.runner.measure import MeasureInput
 from autosched.schedule import ScheduleError
 from autosched.schedule.steps import SplitStep
-from autosched.search.space import make_space
+from autosched.search.tuning_space import make_space
 from autosched.task import BUILT_SCHEDULES, LOWERING_CACHE, Task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -196,7 +196,7 @@ DETERMINISM_SCRIPT = """
 import hashlib, random
 from autosched.model import extract_features
 from autosched.runner.measure import MeasureInput
-from autosched.search.space import make_space
+from autosched.search.tuning_space import make_space
 from autosched.task import Task
 digest = hashlib.sha256()
 for args in (("conv2d_nchw", (1, 16, 14, 14, 16, 3, 3, 1, 1)), ("matmul", (64, 48, 32))):

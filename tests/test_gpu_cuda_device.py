@@ -26,11 +26,11 @@ from repro import reproducible, stable_seed
 
 import autosched as asc
 from autosched.backends import backend_for
-from autosched.devices import cuda_limits
+from autosched.backends.cuda import device_arch
+from autosched.backends.cuda.device import cuda_limits
 from autosched.ops.gpu_schedules import matmul_gpu, softmax_gpu
 from autosched.records import load_records
 from autosched.runner import MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.cuda import device_arch
 from autosched.runner.gpu_program import GpuProgram
 from autosched.space.gpu_space import GpuSketchSpace
 from autosched.space.templates import instantiate, template_space

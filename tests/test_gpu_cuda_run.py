@@ -16,8 +16,8 @@ import pytest
 
 import autosched as asc
 from autosched.backends import CudaBackend
+from autosched.backends.cuda import device_arch, nvrtc_compile
 from autosched.lower import lower
-from autosched.runner.cuda import device_arch, nvrtc_compile
 from autosched.target import Target
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ FAULT_SCRIPT = """
 import numpy as np
 import autosched as asc
 from autosched.driver import arg_specs
-from autosched.runner.cuda import CudaKernel
+from autosched.backends.cuda import CudaKernel
 from autosched.runner.gpu_program import DeviceError, GpuProgram, Launch
 
 A = asc.placeholder((1024,), name="A")

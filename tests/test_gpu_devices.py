@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import autosched as asc
-from autosched.devices import cuda_limits
-from autosched.runner.opencl import OpenCLUnavailable
+from autosched.backends.cuda.device import cuda_limits
+from autosched.backends.opencl import OpenCLUnavailable
 from autosched.target import Target, TargetError
 
 

@@ -22,9 +22,9 @@ from repro import reproducible, stable_seed
 
 import autosched as asc
 from autosched.backends import CudaBackend, backend_for
+from autosched.backends.cuda import nvrtc_compile
 from autosched.lower import lower
 from autosched.runner import MeasureErrorNo, MeasureInput, MeasureOption
-from autosched.runner.cuda import nvrtc_compile
 from autosched.space.gpu_space import GpuSketchSpace
 from autosched.target import Target
 

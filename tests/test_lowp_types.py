@@ -10,7 +10,7 @@ import pytest
 import autosched as asc
 from autosched.dtypes import accepts, dtype, numpy_dtype
 from autosched.reference import evaluate
-from autosched.runner.worker import compare
+from autosched.runner.measure_worker import compare
 
 BF16 = ml_dtypes.bfloat16
 

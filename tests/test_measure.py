@@ -29,7 +29,7 @@ from autosched.runner import (
     load_kernel,
     measure_batch,
 )
-from autosched.runner.worker import compare
+from autosched.runner.measure_worker import compare
 from autosched.schedule.steps import SplitStep
 from autosched.space.generated import SketchSpace
 from autosched.target import Target

@@ -34,7 +34,7 @@ from autosched.runner import (
 )
 from autosched.runner.aligned import aligned_array, aligned_empty
 from autosched.runner.measure import MeasureInput
-from autosched.runner.worker import fresh_output
+from autosched.runner.measure_worker import fresh_output
 from autosched.schedule.steps import AnnotateStep, PragmaStep, ReorderStep, SplitStep
 from autosched.target import Target
 

@@ -23,7 +23,7 @@ from autosched.search import (
     make_space,
     make_tuner,
 )
-from autosched.search.space import SpaceError
+from autosched.search.tuning_space import SpaceError
 from autosched.task import Task
 
 TASK = Task("matmul", (16, 24, 8), target="c -num-threads=1")

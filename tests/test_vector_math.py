@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 import autosched as asc
+from autosched.backends.c import math_libs
 from autosched.emit_c import HEADER, PORTABLE_HEADER
 from autosched.export.makefile import make_settings
 from autosched.runner.compile import compile_object
-from autosched.target import Target, math_libs
+from autosched.target import Target
 
 N = 1000
 #: each function's te builder, numpy reference and input range (wide: overflow, saturation, tails)

@@ -1,9 +1,13 @@
-"""The backend registry: what each target kind emits, builds and measures with, in one registry.
+"""The backend registry: what each target kind parses, emits, builds, measures and exports with.
 
-A :class:`Backend` is registered for a target kind name (``c``, ``opencl``, ``cuda``) with
-:func:`register_backend`; :func:`backend_for` finds the one of a target. The driver (``asc.emit``,
-``asc.build``), :class:`~autosched.task.Task` and ``asc.tune`` ask the backend and never branch on
-the kind's name, so a new kind (a remote board, another GPU API) plugs in by registering one.
+A :class:`Backend` subclass names its kind's :class:`~autosched.target.TargetKind` (the options a
+target string takes, its defaults, its compiler flags) and is registered once with
+:func:`register_backend`, which registers the target kind too (and, for GPU kinds, the loader the
+measurement worker uses). :func:`backend_for` finds the backend of a target; :func:`backends` lists
+them. Nothing outside ``autosched/backends/`` lists kinds or branches on a kind's name: it asks the
+backend (``gpu``), or the target (:attr:`~autosched.target.Target.is_cpu`, ``is_native``, ``like``).
+A kind from outside the package registers the same way, from a module named by a
+``autosched.backends`` entry point (see :mod:`.plugins`).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from ..lower.ir import PrimFunc
+from ..runner.gpu_load import ProgramLoader, register_program_loader
 from ..runner.gpu_program import GpuCallable
 from ..runner.kernel import ArgSpec, Kernel, ScalarArg
 from ..runner.measure import Builder, MeasureOption, Runner
-from ..target import Target
+from ..target import Target, TargetKind, register_kind
 
 #: what a backend builds: a callable over numpy arrays that checks them first
 Built = Kernel | GpuCallable
@@ -29,6 +34,8 @@ class Backend:
     """
 
     kind: ClassVar[str]
+    #: the target kind: options, defaults, compiler flags (registered with the backend)
+    target_kind: ClassVar[type[TargetKind]]
     gpu: ClassVar[bool] = False
 
     def source(
@@ -58,15 +65,37 @@ class Backend:
         """The runner that tuning uses for this kind."""
         raise NotImplementedError(f"no runner for {self.kind} targets")
 
+    def program_loader(self) -> ProgramLoader | None:
+        """How the measurement worker loads a GPU program of this kind (None: C libraries only)."""
+        return None
+
 
 _BACKENDS: dict[str, Backend] = {}
 B = TypeVar("B", bound=type[Backend])
 
 
 def register_backend(cls: B) -> B:
-    """Class decorator: register a :class:`Backend` for the target kind ``cls.kind``."""
-    _BACKENDS[cls.kind] = cls()
+    """Class decorator: register a :class:`Backend` and its target kind for ``cls.kind`` (a kind
+    registered again replaces the earlier one)."""
+    if cls.target_kind.name != cls.kind:
+        named = cls.target_kind.name
+        raise ValueError(f"backend {cls.__name__} of kind {cls.kind!r} names target kind {named!r}")
+    register_kind(cls.target_kind)
+    backend = _BACKENDS[cls.kind] = cls()
+    loader = backend.program_loader()
+    if loader is not None:
+        register_program_loader(cls.kind, loader)
     return cls
+
+
+def backends() -> list[Backend]:
+    """The registered backends, by kind name."""
+    return [_BACKENDS[k] for k in sorted(_BACKENDS)]
+
+
+def gpu_kinds() -> list[str]:
+    """The names of the registered GPU kinds."""
+    return [b.kind for b in backends() if b.gpu]
 
 
 def backend_for(target: Target | str) -> Backend:

@@ -46,7 +46,7 @@ from ..expr import static_shape
 from ..runner.errors import InfrastructureError
 from ..runner.kernel import ArgSpec
 from ..runner.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureOption
-from ..runner.worker import compare
+from ..runner.measure_worker import compare
 from ..task import Task
 from .board import PROBE_SCRIPT, Board, BoardInfo, parse_probe
 from .program import elf_arch, runs_natively

@@ -9,6 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..backends import backend_for
 from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
 from ..export.gpu import gpu_export_files
 from ..export.kernel import EXECUTABLE, export_files, write_files
@@ -123,8 +124,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     cc = _user_cc(args.target)
     Workload.from_json(s.records[0].workload)  # registered here? (else one error, not one per program)
     target, _ = logged_target(s.target, cc)  # one a log may name? (runs at most this machine's compiler)
-    gpu = target.kind in ("cuda", "opencl")
-    if not gpu and target.kind != "c":
+    gpu = backend_for(target).gpu
+    if not gpu and not target.is_cpu:
         raise ValueError(f"export writes C, CUDA or OpenCL programs, not {target.kind} ones ({s.workload})")
     if gpu and args.portable:
         raise ValueError(f"--portable is for C kernels: {s.workload} was tuned for a {target.kind} target")

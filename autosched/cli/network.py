@@ -29,7 +29,7 @@ from ..records import Record
 from ..records.report_network import ModelTask, Network
 from ..runner.measure import MeasureOption
 from ..search.scheduler import STRATEGIES
-from ..search.space import AUTO
+from ..search.tuning_space import AUTO
 from ..target import Target
 from .worker import security_of
 
@@ -126,7 +126,7 @@ def cmd_run_network(args: argparse.Namespace) -> int:
     if args.args:
         raise ValueError(f"run {args.workload}: a model takes no workload arguments, got {args.args}")
     target = run_target(args)
-    if target.kind != "c" or target.is_cross:
+    if not target.is_native:
         raise ValueError(f"run {args.workload} runs the network here: --target must be this machine's C "
                          f"target (e.g. 'c'), got {target}")
     against = args.against or ("onnxruntime" if importlib.util.find_spec("onnxruntime") else "none")

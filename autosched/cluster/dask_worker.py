@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..backends import backends, gpu_kinds
 from ..boards import Board
 from .board_work import board_resources, close_board, open_board
 from .connection import BUILD, check_address, import_distributed, measure_resource
@@ -47,11 +48,11 @@ def plan(device: str | None = None, gpu: int | None = None, nthreads: int | None
     if device is not None:
         if device != "local":
             raise ValueError(f"unknown device {device!r}: only 'local' (this machine's CPU) is supported")
-        return WorkerPlan({measure_resource("c"): 1}, 1, {})
+        return WorkerPlan({measure_resource(b.kind): 1 for b in backends() if not b.gpu}, 1, {})
     if gpu is not None:
         if gpu < 0:
             raise ValueError(f"--gpu takes a GPU number (0, 1, ...), got {gpu}")
-        resources = {measure_resource("cuda"): 1, measure_resource("opencl"): 1}
+        resources = {measure_resource(kind): 1 for kind in gpu_kinds()}
         return WorkerPlan(resources, 1, {"CUDA_VISIBLE_DEVICES": str(gpu)})
     return WorkerPlan({BUILD: 1}, nthreads or len(os.sched_getaffinity(0)), {})
 

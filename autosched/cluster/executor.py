@@ -24,7 +24,7 @@ from .parts import DaskBuilder, DaskRunner
 class DaskExecutor(Executor):
     """Builds and measures on a Dask cluster (``cluster``: an address or a ``distributed.Client``;
     ``security``: TLS settings for an address; see :class:`~autosched.cluster.connection.DaskCluster`).
-    C targets are built on the cluster; other kinds are built here by their backend and measured on
+    C targets (CPU kinds) are built on the cluster; GPU kinds are built here by their backend and measured on
     the cluster. ``boards``: measure C targets only on these SSH boards' workers."""
 
     def __init__(
@@ -34,13 +34,13 @@ class DaskExecutor(Executor):
         self.boards = tuple(boards)
 
     def builder(self, backend: Backend, option: MeasureOption) -> Builder:
-        if backend.kind == "c":
+        if not backend.gpu:
             return DaskBuilder(self.cluster, option.build_timeout)
         return backend.builder(option)
 
     def runner(self, backend: Backend, option: MeasureOption, target: Target | None = None) -> Runner:
         named = str(target) if target is not None else None
-        if backend.kind == "c" and target is not None and (self.boards or target.is_cross):
+        if not backend.gpu and target is not None and (self.boards or target.is_cross):
             family = board_family(target.machine)
             return DaskBoardRunner(self.cluster, option, family, self.boards, target=named)
         return DaskRunner(self.cluster, option, backend.kind, target=named)

@@ -7,6 +7,8 @@
   with a :class:`NotTunedWarning`; never tunes.
 - :func:`apply_best`: logs in scope for :func:`compile` (a context manager and a decorator).
 - :func:`load_best`: ``load_best(task)`` from the database, ``load_best(log, task)`` from a log.
+- :class:`TuningStore`: the interface of a store; an application plugs its own where a
+  database goes (``asc.tune(task, log=store)``, ``load_best(task, db=store)``, ``apply_best(store)``).
 """
 
 from .apply import (
@@ -18,6 +20,7 @@ from .apply import (
     find_best,
     load_best,
 )
+from .interface import TuningStore
 from .machine import describe, fingerprint, fingerprint_for, host_description
 from .store import Database, GcAction, GcReport, default_path, target_slug
 
@@ -38,4 +41,5 @@ __all__ = [
     "host_description",
     "load_best",
     "target_slug",
+    "TuningStore",
 ]

@@ -36,15 +36,16 @@ from ..runner.compile import CompileError
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import Task
+from .interface import TuningStore
 from .machine import describe, fingerprint_for
 from .store import Database, workload_targets
 
 __all__ = ["ApplyBest", "Found", "NotTunedWarning", "apply_best", "compile", "find_best", "load_best"]
 
-#: a log: a path, records, or a database (a Database, or the path of a directory)
-LogLike = str | os.PathLike[str] | Iterable[records.Record] | Database
-_Source = Path | tuple[records.Record, ...] | Database
-DbLike = Database | str | os.PathLike[str] | Literal[False] | None
+#: a log: a path, records, or a store (a Database or another TuningStore, or a directory's path)
+LogLike = str | os.PathLike[str] | Iterable[records.Record] | TuningStore
+_Source = Path | tuple[records.Record, ...] | TuningStore
+DbLike = TuningStore | str | os.PathLike[str] | Literal[False] | None
 
 _SCOPE: contextvars.ContextVar[tuple[tuple[_Source, ...], ...]] = contextvars.ContextVar(
     "autosched_apply_best", default=()
@@ -58,18 +59,18 @@ class NotTunedWarning(AutoschedWarning):
 
 
 def _source(log: LogLike) -> _Source:
-    if isinstance(log, Database):
+    if isinstance(log, TuningStore):
         return log
     if isinstance(log, (str, os.PathLike)):
         return Database(log) if os.path.isdir(log) else Path(log)
     if isinstance(log, Task):
-        raise TypeError("apply_best takes logs (paths, records or a Database), not a Task")
+        raise TypeError("apply_best takes logs (paths, records or a tuning store), not a Task")
     return tuple(log)
 
 
 def _name(source: _Source) -> str:
-    if isinstance(source, Database):
-        return f"the database at {source.path}"
+    if isinstance(source, TuningStore):
+        return source.describe()
     return f"log {source}" if isinstance(source, Path) else f"{len(source)} given records"
 
 
@@ -119,8 +120,8 @@ class ApplyBest:
 
 
 def apply_best(*logs: LogLike) -> ApplyBest:
-    """Put tuning logs (paths, lists of records, or a :class:`Database`) in scope for
-    :func:`compile`, as a context manager or a decorator (see :class:`ApplyBest`)."""
+    """Put tuning logs (paths, lists of records, a :class:`Database` or another tuning store) in
+    scope for :func:`compile`, as a context manager or a decorator (see :class:`ApplyBest`)."""
     return ApplyBest(*logs)
 
 
@@ -181,7 +182,7 @@ def this_machine(
 
 
 def _best_in(source: _Source, task: Task, notes: list[str]) -> records.Record | None:
-    if isinstance(source, Database):
+    if isinstance(source, TuningStore):
         return source.best(task)
     try:
         return records.best_record(this_machine(source, task), task)
@@ -224,7 +225,7 @@ def _elsewhere(task: Task, log: LogLike | None, db: DbLike) -> list[str]:
     lines = []
     for level in _levels(log, db):
         for source in level:
-            if isinstance(source, Database):
+            if isinstance(source, TuningStore):
                 for (fp, tgt), (n, _) in source.elsewhere(task).items():
                     machine = "this machine" if fp == fingerprint_for(task.target) else f"machine {fp}"
                     lines.append(f"{n} in {_name(source)} for {machine}, target {tgt}")
@@ -311,7 +312,7 @@ def load_best(
     *,
     machine: str | None = None,
     cache_dir: Path | None = None,
-    db: Database | str | os.PathLike[str] | None = None,
+    db: TuningStore | str | os.PathLike[str] | None = None,
 ) -> Built:
     """The best program of a task, built and loaded: ``load_best(log, task)`` from a log (as
     :func:`autosched.records.load_best`, of the records :func:`this_machine` keeps: this host's for
@@ -326,7 +327,7 @@ def load_best(
         log, task = None, log
     if task is None:
         raise TypeError("load_best needs a task: load_best(task) or load_best(log, task)")
-    if log is not None and not isinstance(log, Database):
+    if log is not None and not isinstance(log, TuningStore):
         if isinstance(log, Task):
             raise TypeError("load_best(log, task): the first argument is a log, got a Task")
         if not isinstance(log, (str, os.PathLike)):
@@ -338,11 +339,11 @@ def load_best(
         return records.load_best(kept, task, cache_dir=cache_dir)
     if machine is not None:
         raise TypeError("machine= chooses among a log's records: load_best(log, task, machine=FP)")
-    database = log if isinstance(log, Database) else Database.resolve(db)
+    database = log if isinstance(log, TuningStore) else Database.resolve(db)
     record = database.best(task)
     if record is None:
-        where = database.log_for(task)
-        raise records.NoRecordError(
-            f"no valid record for {task} in the tuning database ({where}); {_tune_hint(task)}"
-        )
+        where = database.describe()
+        if isinstance(database, Database):
+            where = f"the tuning database ({database.log_for(task)})"
+        raise records.NoRecordError(f"no valid record for {task} in {where}; {_tune_hint(task)}")
     return task.build(record.steps, cache_dir=cache_dir)

@@ -40,7 +40,7 @@ def describe(target: str | Target) -> dict[str, Any]:
     """The machine records of ``target`` are valid for: this host for a native C target, else
     the hardware the target string names."""
     tgt = Target.parse(target)
-    if tgt.kind == "c" and not tgt.is_cross:
+    if tgt.is_native:
         return dict(host_description())
     try:
         arch: str | None = tgt.machine

@@ -34,6 +34,7 @@ from ..diagnostics import warn
 from ..records.io import RecordError, open_log, scan, write_atomic
 from ..target import Target
 from ..task import Task
+from .interface import TuningStore
 from .machine import describe, fingerprint, fingerprint_for
 
 __all__ = ["Database", "GcAction", "GcReport", "default_path", "target_slug"]
@@ -109,7 +110,7 @@ class GcReport:
         return sum(a.action == "removed" for a in self.actions)
 
 
-class Database:
+class Database(TuningStore):
     """A tuning database directory (see the module docstring); ``path`` None: :func:`default_path`."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -120,9 +121,14 @@ class Database:
         return f"Database({str(self.path)!r})"
 
     @classmethod
-    def resolve(cls, db: Database | str | os.PathLike[str] | None) -> Database:
-        """``db`` itself, the database at the path ``db``, or (None) the default database."""
-        return db if isinstance(db, Database) else cls(db)
+    def resolve(cls, db: TuningStore | str | os.PathLike[str] | None) -> TuningStore:
+        """``db`` itself (any :class:`TuningStore`), the database at the path ``db``, or (None) the
+        default database."""
+        return db if isinstance(db, TuningStore) else cls(db)
+
+    def describe(self) -> str:
+        """``the database at PATH``."""
+        return f"the database at {self.path}"
 
     # -- where things are -------------------------------------------------------------------
 

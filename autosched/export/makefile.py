@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from ..backends.c import openmp_flag
 from ..diagnostics import printable
-from ..target import Target, math_libs, openmp_flag
+from ..target import Target
 
 
 def make_comment(text: str) -> str:
@@ -39,7 +40,7 @@ def make_settings(target: Target, portable: bool, openmp: bool) -> str:
     (the target's unless ``CFLAGS`` is given), the C standard, OpenMP and ``RUN_WITH``."""
     dropped = {"-fPIC", "-shared", openmp_flag(target)}
     cflags = [f for f in target.cflags(shared=False) if f not in dropped and not f.startswith("-std=")]
-    mvec = _MVEC if "-lmvec" in math_libs(target) else ""
+    mvec = _MVEC if "-lmvec" in target.libs() else ""
     return f"""\
 ifeq ($(origin CC),default)
 CC = {make_words([target.cc or "gcc"])}

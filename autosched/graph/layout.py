@@ -37,7 +37,7 @@ BLOCK_ATTR = "kernel_block"
 
 def packs_weights(target: Target | str) -> bool:
     """Whether graphs compiled for ``target`` get packed convolution kernels (C targets)."""
-    return Target.parse(target).kind == "c"
+    return Target.parse(target).is_cpu
 
 
 def conv_blocks(target: Target | str) -> tuple[int, ...]:

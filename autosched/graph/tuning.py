@@ -45,9 +45,9 @@ from ..records.best import is_remeasurement
 from ..runner.measure import Builder, MeasureErrorNo, MeasureOption, MeasureResult, Runner
 from ..search.progress import show_progress, timing_text
 from ..search.scheduler import Round, TaskScheduler, TaskState
-from ..search.space import AUTO, Candidate
 from ..search.tune import TuningInterrupted, tune
 from ..search.tuner import Tuner
+from ..search.tuning_space import AUTO, Candidate
 from ..target import Target
 from ..task import Task
 from .fusion import extract_tasks
@@ -229,7 +229,7 @@ def tune_network(
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
     warmup = max(size, min(2 * size, trials // (2 * len(tasks))))
     sched = TaskScheduler(states, scheduler, size, seed=seed, warmup=warmup)
-    here = cluster is None and Target.parse(target).kind == "c" and not Target.parse(target).is_cross
+    here = cluster is None and Target.parse(target).is_native
     check = NetworkCheck(graph, path, target, tasks, sched, trials, checkpoints if here else 0)
     progress = show_progress(progress)
     resumed = sum(st.trials for st in states)

@@ -28,7 +28,7 @@ def target_extensions(target: Target) -> tuple[str, ...]:
     native C target, else none."""
     if target.mattr is not None:
         return () if target.mattr == "none" else tuple(target.mattr.split(","))
-    if target.kind != "c" or target.is_cross:
+    if not target.is_native:
         return ()
     return tuple(sorted(host_extensions() & set(LOWP_EXTENSIONS)))
 

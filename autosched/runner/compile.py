@@ -25,7 +25,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..target import Target, math_libs
+from ..target import Target
 from ..te.ccode import NO_CODE, CCode
 from .cache_trust import State, private_folder, record, say_changed, sha256_of, verify
 from .errors import InfrastructureError
@@ -227,7 +227,7 @@ def compile_shared(
 
 def _shared_command(target: Target, code: CCode) -> tuple[list[str], list[str]]:
     """The compiler flags and the link libraries of a shared library for ``target``."""
-    return [*target.cflags(shared=True), *extern_flags(code)], [*extern_link(code), *math_libs(target), *LIBS]
+    return [*target.cflags(shared=True), *extern_flags(code)], [*extern_link(code), *target.libs(), *LIBS]
 
 
 def shared_library_name(source: str, target: Target, code: CCode = NO_CODE) -> str:
@@ -249,7 +249,7 @@ def _cache_key(source: str, target: Target, flags: list[str], libs: Sequence[str
 def _executable_command(target: Target, code: CCode) -> tuple[list[str], list[str]]:
     """The flags and libraries of a static executable of ``target`` calling the user C ``code``."""
     flags = [f for f in target.cflags(shared=False) if f != "-fPIC"] + ["-static", "-s", *extern_flags(code)]
-    return flags, [*extern_link(code), *math_libs(target)]
+    return flags, [*extern_link(code), *target.libs()]
 
 
 def executable_name(source: str, target: Target, code: CCode = NO_CODE) -> str:

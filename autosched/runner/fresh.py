@@ -36,7 +36,7 @@ from .calibration import Calibrator
 from .kernel import ArgSpec
 from .load import load_kernel
 from .measure import MeasureOption
-from .worker import fresh_output
+from .measure_worker import fresh_output
 
 __all__ = ["FreshError", "Side", "Timing", "alternate", "speedups", "time_fresh"]
 

@@ -6,17 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .cuda import CudaKernel
 from .gpu_program import GpuCallable, GpuProgram
 from .kernel import ArgSpec
 from .load import LoadError
-from .opencl import OpenCLKernel
 
-#: program kind -> how this machine builds and loads it
-LOADERS: dict[str, Callable[[GpuProgram, Sequence[ArgSpec]], GpuCallable]] = {
-    "opencl": OpenCLKernel,
-    "cuda": CudaKernel,
-}
+#: how this machine builds and loads a program of one GPU kind
+ProgramLoader = Callable[[GpuProgram, Sequence[ArgSpec]], GpuCallable]
+
+#: program kind -> its loader; filled by :func:`~autosched.backends.register_backend`
+_LOADERS: dict[str, ProgramLoader] = {}
+
+
+def register_program_loader(kind: str, loader: ProgramLoader) -> None:
+    """Load programs of GPU kind ``kind`` with ``loader`` (the backend registry calls this)."""
+    _LOADERS[kind] = loader
 
 
 def is_gpu_program(path: str | Path) -> bool:
@@ -31,8 +34,8 @@ def load_program(path: str | Path, specs: Sequence[ArgSpec]) -> GpuCallable:
         program = GpuProgram.from_json(Path(path).read_text())
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise LoadError(f"cannot read the GPU program {path}: {e}") from None
-    loader = LOADERS.get(program.kind)
+    loader = _LOADERS.get(program.kind)
     if loader is None:
-        known = ", ".join(LOADERS)
+        known = ", ".join(sorted(_LOADERS))
         raise LoadError(f"GPU program {path} is of unknown kind {program.kind!r}; known: {known}")
     return loader(program, specs)

@@ -48,7 +48,7 @@ class GpuProgram:
     """The source of a GPU program, its launches in order, and the global temporaries (dtype,
     elements) that follow the arguments in every kernel's parameter list."""
 
-    kind: str  # "opencl" | "cuda"
+    kind: str  # the GPU kind's name (its backend registered the loader)
     source: str
     launches: tuple[Launch, ...]
     temps: tuple[tuple[str, int], ...] = ()

@@ -1,6 +1,6 @@
 """LocalRunner: check and time built candidates on this machine, in an isolated worker process.
 
-The worker (:mod:`autosched.runner.worker`) is a long-lived fresh interpreter fed over a socket
+The worker (:mod:`autosched.runner.measure_worker`) is a long-lived fresh interpreter fed over a socket
 (:class:`~autosched.runner.process.WorkerProcess`): it never imports the caller's main module, so
 scripts without a main guard and notebooks work. A kernel that segfaults, aborts or hangs kills or
 stalls only the worker: that candidate gets a ``RUNTIME_ERROR`` (naming the signal) or a
@@ -41,8 +41,8 @@ from .measure import (
     MeasureResult,
     Runner,
 )
+from .measure_worker import KEEP_TASKS
 from .process import WorkerProcess
-from .worker import KEEP_TASKS
 
 if TYPE_CHECKING:
     from ..task import Task
@@ -228,7 +228,7 @@ class LocalRunner(Closing):
         """The :class:`SpeedWatch` of the candidate's target, its calibration kernel loaded in the
         worker; None where it has none (a GPU or cross target, a build that failed)."""
         target = inp.task.target
-        if target.kind != "c" or target.is_cross:
+        if not target.is_native:
             return None
         key = str(target)
         if key not in self._libraries:
@@ -333,7 +333,7 @@ class LocalRunner(Closing):
         :class:`~autosched.runner.process.WorkerError`."""
         if self._worker is None or not self._worker.alive():
             self.close()
-            self._worker = WorkerProcess("autosched.runner.worker", "measurement", START_TIMEOUT)
+            self._worker = WorkerProcess("autosched.runner.measure_worker", "measurement", START_TIMEOUT)
         worker = self._worker
         try:
             if data is not None:

@@ -81,7 +81,7 @@ def _boot(module: str, fd: int, parent_pid: int) -> None:
 class WorkerProcess:
     """One worker: ``python`` running ``module.serve(conn)``, with its end of the socket.
 
-    ``WorkerProcess("autosched.runner.worker")`` starts it and waits for its first message
+    ``WorkerProcess("autosched.runner.measure_worker")`` starts it and waits for its first message
     (``("ready",)``) for up to ``start_timeout`` seconds; :attr:`conn` is then the parent's end.
     """
 

@@ -8,9 +8,9 @@ from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolv
 from .progress import ProgressBar, TuneStats
 from .replay import LogSpace, ReplayLog, ReplayRunner
 from .sa import SATuner
-from .space import AUTO, SPACES, Candidate, SpaceError, TuningSpace, make_space, space_kind
 from .tune import TuneResult, tune, tune_with
 from .tuner import TUNERS, GridTuner, RandomTuner, Tuner, make_tuner, register_tuner
+from .tuning_space import AUTO, SPACES, Candidate, SpaceError, TuningSpace, make_space, space_kind
 
 __all__ = [
     "AUTO",

@@ -18,7 +18,7 @@ from .. import records
 from ..ops.schedules import default_schedule
 from ..runner.measure import MeasureInput, MeasureResult
 from ..task import Task
-from .space import Candidate, TuningSpace
+from .tuning_space import Candidate, TuningSpace
 
 #: measures candidates and logs them; None for a candidate another run is measuring
 Measure = Callable[[list[Candidate]], list[MeasureResult | None]]

@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 from ..backends import backend_for
 from ..cluster import Executor, executor_for
+from ..database import TuningStore
 from ..runner.measure import Builder, MeasureOption, Runner
 from ..task import Task
 from .learning import CostModel
-from .space import make_space
 from .tuner import Callback, Tuner, make_tuner
+from .tuning_space import make_space
 
 #: the tuner used when none is named, per space kind (both with the default ``xgb`` model)
 DEFAULT_TUNERS = {"sketch": "evolutionary", "template": "sa"}
@@ -61,7 +62,7 @@ class TuneContext:
 
     task: Task
     trials: int = 100
-    log: str | Path | Literal[False] | None = None
+    log: str | Path | TuningStore | Literal[False] | None = None
     tuner: str | Tuner | None = None
     space: str = "sketch"
     model: str | CostModel | None = None
@@ -88,8 +89,11 @@ class TuneContext:
         check_arguments(self.trials, self.log_path())
 
     def log_path(self) -> Path | None:
-        """The log named (None: the tuning database's, or no log with ``log=False``)."""
-        return Path(self.log) if self.log is not None and self.log is not False else None
+        """The log named (None: a tuning store's, the database's by default, or no log with
+        ``log=False``)."""
+        if self.log is None or self.log is False or isinstance(self.log, TuningStore):
+            return None
+        return Path(self.log)
 
     def make_tuner(self, task: Task) -> Tuner:
         """The tuner of a run of ``task``: the one given (for the context's task alone), else one

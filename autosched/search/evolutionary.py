@@ -7,7 +7,7 @@ needs fewer new generations, and each new program costs a lowering and its featu
 random samples. For ``generations`` generations the model scores
 the population; every program never measured enters a pool of the best predicted; parents are
 chosen by tournament on the predicted score, and children are made by crossover (probability
-``crossover_prob``, :func:`~autosched.search.space.crossover`) and mutation (probability
+``crossover_prob``, :func:`~autosched.search.tuning_space.crossover`) and mutation (probability
 ``mutation_prob``: tile sizes, parallel granularity, unroll depth, compute location). The plan is
 the ``plan_size`` best predicted programs of the pool, made again every ``replan_after``
 measurements with the model refitted since (Ansor's search round); a share ``epsilon`` of the
@@ -25,8 +25,8 @@ from ..space.generated import SketchProgram
 from ..task import Task
 from .guided import ModelTuner
 from .learning import CostModel
-from .space import Candidate, SketchTuningSpace, TuningSpace, crossover, mutate, sample
 from .tuner import register_tuner
+from .tuning_space import Candidate, SketchTuningSpace, TuningSpace, crossover, mutate, sample
 
 __all__ = ["EvolutionaryTuner", "tournament"]
 

@@ -35,7 +35,7 @@ from ..runner.local_runner import Rounds
 from ..runner.measure import Builder, MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult, Runner
 from ..task import Task
 from .baseline import is_default
-from .space import Candidate
+from .tuning_space import Candidate
 
 __all__ = ["Remeasured", "remeasure_top"]
 

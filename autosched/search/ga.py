@@ -13,8 +13,8 @@ import random
 
 from ..task import Task
 from .learning import CostModel
-from .space import Candidate, TuningSpace, crossover, mutate
 from .tuner import Tuner, register_tuner
+from .tuning_space import Candidate, TuningSpace, crossover, mutate
 
 __all__ = ["GATuner"]
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..task import Task
 from .learning import CostModel
-from .space import Candidate, TuningSpace
 from .tuner import Tuner
+from .tuning_space import Candidate, TuningSpace
 
 __all__ = ["ModelTuner", "diverse_pick"]
 

@@ -18,8 +18,8 @@ from ..runner.measure import Builder, BuildResult, MeasureErrorNo, MeasureInput,
 from ..task import Task
 from .progress import TuneStats
 from .shared_log import SharedLog
-from .space import Candidate
 from .tuner import Tuner
+from .tuning_space import Candidate
 
 #: a run whose first this many trials all fail with one unexplained error stops
 FAIL_FAST = 8

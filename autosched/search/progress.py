@@ -23,8 +23,8 @@ from ..records.io import open_for_append, write_all
 from ..runner.measure import MeasureErrorNo, MeasureResult
 
 if TYPE_CHECKING:
-    from .space import Candidate
     from .tuner import Tuner
+    from .tuning_space import Candidate
 
 
 class TuneStats:

@@ -36,7 +36,7 @@ from ..runner.measure import (
 )
 from ..schedule.steps import Step
 from ..task import Task
-from .space import Candidate
+from .tuning_space import Candidate
 
 __all__ = ["LogSpace", "ReplayLog", "ReplayRunner", "first_hit", "read_log"]
 
@@ -149,7 +149,7 @@ class ReplayRunner(Closing):
 
 
 class LogSpace:
-    """A :class:`~autosched.search.space.TuningSpace` of the programs a replay log holds."""
+    """A :class:`~autosched.search.tuning_space.TuningSpace` of the programs a replay log holds."""
 
     kind = "log"
     #: distance vectors kept (one per program asked about)

@@ -1,7 +1,7 @@
 """AutoTVM's model-based tuner: parallel simulated annealing on the cost model's predictions.
 
 ``parallel_size`` chains walk the space at once (one batch prediction per step): each chain moves
-to a neighbour (:func:`~autosched.search.space.mutate`: one knob of a template config, one
+to a neighbour (:func:`~autosched.search.tuning_space.mutate`: one knob of a template config, one
 annotation of a sketch program) and accepts it with probability ``exp((new - old) / T)`` (scores
 scaled by their spread), the temperature falling linearly from ``temperature`` to 0 over
 ``n_iter`` steps. The chains persist from one plan to the next (AutoTVM's persistent points), a
@@ -23,8 +23,8 @@ import numpy as np
 from ..task import Task
 from .guided import ModelTuner, diverse_pick
 from .learning import CostModel
-from .space import Candidate, TuningSpace, mutate, sample
 from .tuner import register_tuner
+from .tuning_space import Candidate, TuningSpace, mutate, sample
 
 __all__ = ["SATuner"]
 

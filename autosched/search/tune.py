@@ -42,7 +42,7 @@ from typing import Any, Literal
 from .. import records
 from ..backends import backend_for
 from ..cluster import ClusterUnavailable
-from ..database import Database
+from ..database import Database, TuningStore
 from ..diagnostics import warn
 from ..model.feature_workers import in_session
 from ..ops.schedules import has_hand_written
@@ -64,9 +64,9 @@ from .final import Remeasured, remeasure_top
 from .learning import CostModel, model_name, sidecar_path
 from .measurer import Measurer, SyncOtherRuns
 from .progress import ProgressBar, QualityLog, TuneStats, show_progress
-from .space import Candidate
 from .transfer import load_transfer
 from .tuner import Callback, Tuner
+from .tuning_space import Candidate
 
 
 class TuningInterrupted(KeyboardInterrupt):
@@ -145,7 +145,7 @@ def _resume_hint(measured: int, log: Path | None) -> str:
 def tune(
     task: Task,
     trials: int = 100,
-    log: str | Path | Literal[False] | None = None,
+    log: str | Path | TuningStore | Literal[False] | None = None,
     tuner: str | Tuner | None = None,
     space: str = "sketch",
     *,
@@ -182,11 +182,13 @@ def tune(
     best GFLOP/s, errors, the model's ranking quality, elapsed time and ETA): None (the default) when
     stderr is a terminal or in a notebook, True always, False never.
     ``log`` None (the default) records into the tuning database
-    (:class:`~autosched.database.Database`, this machine's log for the task's target);
-    ``log=False`` records nothing. At the end the ``remeasure`` fastest programs are measured again
-    with ``remeasure_repeat`` repeats (default: three times ``option.repeat``, at least 10) and the
-    best is the lowest re-measured median (``remeasure=0``: no re-measurement; nor once the
-    ``timeout`` budget is used up). ``save_model=PATH`` writes the fitted cost model at the end.
+    (:class:`~autosched.database.Database`, this machine's log for the task's target), a
+    :class:`~autosched.database.TuningStore` into that store (the log it names, handed to its
+    ``tuned`` at the end); ``log=False`` records nothing. At the end the ``remeasure`` fastest
+    programs are measured again with ``remeasure_repeat`` repeats (default: three times
+    ``option.repeat``, at least 10) and the best is the lowest re-measured median
+    (``remeasure=0``: no re-measurement; nor once the ``timeout`` budget is used up).
+    ``save_model=PATH`` writes the fitted cost model at the end.
     ``cluster`` builds and measures on a Dask cluster: its scheduler's address (``tcp://host:8786``;
     ``tls://`` with ``security``, a ``distributed.security.Security``, else Dask's configuration) or
     a ``distributed.Client`` (see :mod:`autosched.cluster`); None: this machine's pools.
@@ -218,11 +220,14 @@ def tune_with(context: TuneContext, task: Task | None = None) -> TuneResult:
     task = task or c.task
     trials, log, callbacks, timeout, remeasure = c.trials, c.log, c.callbacks, c.timeout, c.remeasure
     measure_default = c.measure_default
-    if log is None:
-        log = Database().log_for(task, create=True)
-    log_path = Path(log) if log is not False else None
+    store = Database() if log is None else log if isinstance(log, TuningStore) else None
+    log_path: Path | None = None
+    if store is not None:
+        log_path = store.log_for(task, create=True)
+    elif isinstance(log, (str, Path)):
+        log_path = Path(log)
     backend_for(task.target)  # a kind without a backend fails here, before any work
-    if task.target.kind == "c":  # a missing OpenBLAS fails every trial: say so once, before the first
+    if task.target.is_cpu:  # a missing OpenBLAS fails every trial: say so once, before the first
         check_system_libraries(task.code, task.target)
     start = time.monotonic()
     the_tuner = c.make_tuner(task)
@@ -260,7 +265,7 @@ def tune_with(context: TuneContext, task: Task | None = None) -> TuneResult:
     final = Remeasured(None, float("inf"), 0, {})
     try:
         if measure_default is None:
-            measure_default = task.target.kind == "c" and has_hand_written(task.workload)
+            measure_default = task.target.like == "c" and has_hand_written(task.workload)
         in_time = timeout is None or time.monotonic() - start < timeout
         if measure_default and not history and trials > 0 and in_time:
             the_tuner.load_history(
@@ -290,6 +295,8 @@ def tune_with(context: TuneContext, task: Task | None = None) -> TuneResult:
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
+        if store is not None and log_path is not None:
+            store.tuned(task, log_path)
     if c.save_model is not None:
         _save_model(the_tuner, c.save_model)
     best_cand, best = final.best, final.best_cost

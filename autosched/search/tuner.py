@@ -35,7 +35,7 @@ from ..schedule import ScheduleError
 from ..task import Task
 from .baseline import is_default
 from .learning import CostModel, Learner, ModelQuality, ModelUnavailable, resolve_model
-from .space import Candidate, TuningSpace
+from .tuning_space import Candidate, TuningSpace
 
 #: measures a batch: one result per candidate, None for a candidate measured elsewhere (another run)
 Measure = Callable[[list[Candidate]], Sequence[MeasureResult | None]]

@@ -11,6 +11,7 @@ a point whose shared tiles exceed the device's shared memory is rejected by GPU 
 
 from __future__ import annotations
 
+from ...backends import gpu_kinds
 from ...expr import Tensor, static_shape
 from ...ops.gpu_conv import conv2d_gpu, direct_gpu
 from ...ops.gpu_schedules import batch_matmul_gpu, dense_gpu, elementwise_gpu, matmul_gpu, softmax_gpu
@@ -19,8 +20,6 @@ from ...target import Target
 from ..knobs import Config, OtherEntity
 from .common import knob
 from .registry import register_template
-
-GPU_KINDS = ("opencl", "cuda")
 
 
 def _value(cfg: Config, name: str) -> int:
@@ -87,7 +86,7 @@ def softmax_gpu_template(cfg: Config, tensors: list[Tensor], target: Target) -> 
     return softmax_gpu(tensors, target, _threads_knob(cfg, target))
 
 
-for _kind in GPU_KINDS:
+for _kind in gpu_kinds():
     register_template("matmul", _kind)(matmul_gpu_template)
     register_template("batch_matmul", _kind)(batch_matmul_gpu_template)
     register_template("dense", _kind)(dense_gpu_template)

@@ -81,7 +81,7 @@ def hand_written_config(wl: Workload, target: TargetLike = "c") -> ConfigEntity 
     """The config of ``wl``'s template on ``target`` that is its hand-written schedule, or None."""
     tgt = Target.parse(target)
     knobs = KNOBS.get(wl.name)
-    if knobs is None or tgt.kind != "c" or not has_hand_written(wl) or wl.name == "matmul" and wl.args[4]:
+    if knobs is None or tgt.like != "c" or not has_hand_written(wl) or wl.name == "matmul" and wl.args[4]:
         return None  # the matmul template's knobs do not hold the transposed product's schedule
     try:
         return template_space(wl, tgt).from_dict(knobs(wl, tgt))

@@ -63,15 +63,16 @@ def list_templates() -> list[TemplateDef]:
 
 
 def has_template(workload: str | Workload, target: TargetLike = "c") -> bool:
-    """Whether a template is registered for a workload (or its name) on ``target``'s kind."""
+    """Whether a template is registered for a workload (or its name) on ``target``'s kind (or the
+    kind it is like: a C dialect uses the C templates)."""
     name = workload.name if isinstance(workload, Workload) else workload
-    return (name, Target.parse(target).kind) in _TEMPLATES
+    return (name, Target.parse(target).like) in _TEMPLATES
 
 
 def get_template(workload: str | Workload, target: TargetLike = "c") -> TemplateFunc:
     """The template for a workload (or its name) on ``target``'s kind; ``KeyError`` if none."""
     name = workload.name if isinstance(workload, Workload) else workload
-    kind = Target.parse(target).kind
+    kind = Target.parse(target).like
     found = _TEMPLATES.get((name, kind))
     if found is None:
         known = ", ".join(f"{w} ({k})" for w, k in sorted(_TEMPLATES)) or "none"

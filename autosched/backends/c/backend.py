@@ -1,23 +1,24 @@
-"""The C backend: gcc/clang, cffi, the isolated local runner."""
+"""The ``c`` backend: gcc/clang, cffi, the isolated local runner."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..emit_c import emit_c, function_name
-from ..expr import PACKED_PREFIX
-from ..lower.ir import PrimFunc
-from ..runner.builder import LocalBuilder
-from ..runner.compile import compile_shared
-from ..runner.kernel import ArgSpec, Kernel, ScalarArg
-from ..runner.load import load_kernel
-from ..runner.local_runner import LocalRunner
-from ..runner.measure import Builder, MeasureOption, Runner
-from ..runner.packed import install_hook
-from ..runner.system_libs import check_system_libraries
-from ..target import Target
-from .base import Backend, register_backend
+from ...emit_c import emit_c, function_name
+from ...expr import PACKED_PREFIX
+from ...lower.ir import PrimFunc
+from ...runner.builder import LocalBuilder
+from ...runner.compile import compile_shared
+from ...runner.kernel import ArgSpec, Kernel, ScalarArg
+from ...runner.load import load_kernel
+from ...runner.local_runner import LocalRunner
+from ...runner.measure import Builder, MeasureOption, Runner
+from ...runner.packed import install_hook
+from ...runner.system_libs import check_system_libraries
+from ...target import Target
+from ..base import Backend, register_backend
+from .target_kind import CKind
 
 
 @register_backend
@@ -25,6 +26,7 @@ class CBackend(Backend):
     """C through gcc/clang, loaded with cffi; measured by the isolated local runner."""
 
     kind = "c"
+    target_kind = CKind
 
     def source(
         self, func: PrimFunc, target: Target, portable: bool = False, timing: bool | None = None

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .cache_trust import private_folder
-from .compile import CompileError, default_cache_dir
-from .gpu_program import GpuCallable, GpuProgram
-from .kernel import ArgSpec
+from ...runner.cache_trust import private_folder
+from ...runner.compile import CompileError, default_cache_dir
+from ...runner.gpu_program import GpuCallable, GpuProgram
+from ...runner.kernel import ArgSpec
 
 
 class CudaUnavailable(RuntimeError):

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..devices import DeviceNotFound, opencl_device
-from .compile import CompileError
-from .gpu_program import GpuCallable, GpuProgram
-from .kernel import ArgSpec
+from ...runner.compile import CompileError
+from ...runner.gpu_program import GpuCallable, GpuProgram
+from ...runner.kernel import ArgSpec
+from .device import DeviceNotFound, opencl_device
 
 
 class OpenCLUnavailable(RuntimeError):
@@ -37,7 +37,7 @@ def _cl() -> Any:
 @functools.cache
 def opencl_queue(device_type: str = "", platform: str = "") -> tuple[Any, Any]:
     """(context, profiling command queue) on the device a target selects (see
-    :func:`~autosched.devices.opencl_device`), made once per process and selection."""
+    :func:`~autosched.backends.opencl.opencl_device`), made once per process and selection."""
     cl = _cl()
     try:
         device = opencl_device(device_type or None, platform or None)

@@ -1,23 +1,20 @@
-"""The GPU backends: ``opencl`` (pyopencl, any platform, PoCL's CPU device included) and ``cuda``
-(NVRTC to PTX here; pycuda to launch where a GPU is).
-
-Both lower the same way (:func:`~autosched.lower.gpu.split_kernels` under the target's thread and
-shared-memory limits) and differ in the printer and the loader only.
+"""What the GPU kinds (``opencl``, ``cuda``, any a plugin adds) share: lowering to kernels and
+launches (:func:`~autosched.lower.gpu.split_kernels` under the target's thread and shared-memory
+limits), the builder that prints candidates here, and the runner whose worker loads them. Each kind
+differs in its printer, its loader and its host code for export (``backends/<kind>/``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..emit_cuda import emit_cuda
-from ..emit_opencl import emit_opencl
 from ..lower.gpu import GpuFunc, split_kernels
 from ..lower.ir import PrimFunc
 from ..runner.compile import default_cache_dir
-from ..runner.cuda import CudaKernel, cuda_driver, nvrtc_compile
+from ..runner.gpu_load import ProgramLoader
 from ..runner.gpu_program import GpuCallable, GpuProgram, Launch
 from ..runner.kernel import ArgSpec, ScalarArg
 from ..runner.local_runner import LocalRunner
@@ -30,9 +27,43 @@ from ..runner.measure import (
     MeasureOption,
     Runner,
 )
-from ..runner.opencl import OpenCLKernel
 from ..target import Target
-from .base import Backend, register_backend
+from .base import Backend
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """The exported function that launches a program: its C name and parameter list, each array's
+    bytes (the arguments, then the program's temporaries), and which arguments are copied to the
+    device and which back."""
+
+    name: str
+    params: str
+    sizes: tuple[int, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HostExport:
+    """A GPU kind's part of an export: its files, the Makefile's settings and build recipe (over
+    ``sources`` with main.c and reference.c), and the tool the README says ``make`` needs."""
+
+    files: dict[str, str]
+    make_settings: str
+    build: str
+    sources: tuple[str, ...]
+    tool: str
+
+
+def size_list(sizes: Sequence[int]) -> str:
+    """Byte counts as the items of a C ``size_t`` array initializer."""
+    return ", ".join(f"{b}u" for b in sizes)
+
+
+def copy_lines(host: HostCall, to: str, back: str) -> tuple[list[str], list[str]]:
+    """Lines copying the inputs to the device and the outputs back (formats of ``k``)."""
+    return [to.format(k=k) for k in host.inputs], [back.format(k=k) for k in host.outputs]
 
 
 class GpuBackend(Backend):
@@ -59,9 +90,20 @@ class GpuBackend(Backend):
         """The kernels' source; the launch (host side) belongs to the runner."""
         return self.program(func, target).source
 
-    def load(self, program: GpuProgram, specs: Sequence[ArgSpec], target: Target) -> GpuCallable:
-        """The program compiled and loaded on this machine's device."""
+    def load(
+        self, program: GpuProgram, specs: Sequence[ArgSpec], target: Target | None = None
+    ) -> GpuCallable:
+        """The program compiled and loaded on this machine's device (for ``target``'s architecture
+        where it names one)."""
         raise NotImplementedError
+
+    def program_loader(self) -> ProgramLoader:
+        """:meth:`load` for the measurement worker, which has no target at hand."""
+        return self.load
+
+    def host_export(self, program: GpuProgram, target: Target, host: HostCall) -> HostExport:
+        """The host side of an exported program: the files that launch it, and how to build them."""
+        raise NotImplementedError(f"{self.kind} programs have no host code for export")
 
     def build(
         self,
@@ -84,48 +126,8 @@ class GpuBackend(Backend):
 
     def runner(self, option: MeasureOption) -> Runner:
         """:class:`~autosched.runner.LocalRunner`: its isolated worker loads GPU programs with
-        :mod:`~autosched.runner.gpu_load` (a hang or a crash costs one trial, as for C)."""
+        the kind's :meth:`load` (a hang or a crash costs one trial, as for C)."""
         return LocalRunner(option)
-
-
-@register_backend
-class OpenCLBackend(GpuBackend):
-    """OpenCL C through pyopencl."""
-
-    kind = "opencl"
-
-    def print_kernels(self, func: GpuFunc) -> tuple[str, list[str]]:
-        """OpenCL C (see :mod:`autosched.emit_opencl`)."""
-        return emit_opencl(func)
-
-    def load(self, program: GpuProgram, specs: Sequence[ArgSpec], target: Target) -> GpuCallable:
-        """Built by the OpenCL driver (see :mod:`autosched.runner.opencl`)."""
-        return OpenCLKernel(program, specs)
-
-
-@register_backend
-class CudaBackend(GpuBackend):
-    """CUDA C++ through NVRTC and pycuda."""
-
-    kind = "cuda"
-
-    def print_kernels(self, func: GpuFunc) -> tuple[str, list[str]]:
-        """CUDA C++ (see :mod:`autosched.emit_cuda`)."""
-        return emit_cuda(func)
-
-    def ptx(self, func: PrimFunc, target: Target) -> bytes:
-        """PTX for ``target``'s architecture (``sm_80`` when the target names none): a compile-only
-        build that needs no GPU."""
-        return nvrtc_compile(self.program(func, target).source, target.gpu_arch or "sm_80")
-
-    def load(self, program: GpuProgram, specs: Sequence[ArgSpec], target: Target) -> GpuCallable:
-        """Compiled by NVRTC for the target's (or the device's) architecture, loaded by pycuda."""
-        return CudaKernel(program, specs, target.gpu_arch)
-
-    def runner(self, option: MeasureOption) -> Runner:
-        """The GPU runner, once a CUDA device is known to be visible (else a one-line error)."""
-        cuda_driver()
-        return super().runner(option)
 
 
 class GpuBuilder(Closing):

@@ -1,11 +1,10 @@
-"""GPU devices on this machine: find the OpenCL device a target selects, and read the hardware
-parameters of it (or of the first CUDA device) that a target carries.
+"""The OpenCL device a target selects, and the hardware parameters a target carries read from it.
 
 ``"opencl -device=cpu|gpu|accelerator -platform=NAME"`` selects the first device of that type on
-the first platform whose name contains NAME (case-insensitive); a platform name is user text: it is
-checked to be a plain name (:func:`check_platform_name`) and only ever compared with the names the
-OpenCL driver reports. Nothing here runs a command. Without pyopencl (or pycuda, or a GPU) the
-queries return nothing and targets keep their defaults, as when cross-compiling.
+the first platform whose name contains NAME (case-insensitive); a platform name is user text,
+checked by the target's option table and only ever compared with the names the OpenCL driver
+reports. Nothing here runs a command. Without pyopencl the queries find nothing and targets keep
+their defaults, as when cross-compiling.
 """
 
 from __future__ import annotations
@@ -13,31 +12,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 from typing import Any
-
-#: OpenCL device types a target may select
-DEVICE_TYPES = ("cpu", "gpu", "accelerator")
-
-_PLATFORM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._()+-]{0,63}")
 
 
 class DeviceNotFound(LookupError):
     """No device matches what a target asks for (one line: what was asked, what there is)."""
-
-
-def check_platform_name(text: str) -> str:
-    """A platform name (or part of one): letters, digits, spaces and ``._()+-``, at most 64."""
-    if not _PLATFORM_NAME.fullmatch(text):
-        raise ValueError("expected a platform name of letters, digits, spaces and ._()+- (at most 64)")
-    return text
-
-
-def check_device_type(text: str) -> str:
-    """One of :data:`DEVICE_TYPES`."""
-    if text not in DEVICE_TYPES:
-        raise ValueError(f"expected one of {', '.join(DEVICE_TYPES)}")
-    return text
 
 
 def _pyopencl() -> Any | None:
@@ -95,27 +74,3 @@ def _opencl_limits(device_type: str | None, platform: str) -> dict[str, int]:
     with contextlib.suppress(Exception):  # only NVIDIA's driver reports a warp size
         limits["warp_size"] = int(d.warp_size_nv)
     return limits
-
-
-@functools.cache
-def cuda_limits() -> dict[str, Any]:
-    """Target fields read from CUDA device 0 through the driver (pycuda), or nothing when no driver
-    or no device is there: threads and shared memory per block, warp size, SMs, its architecture."""
-    try:
-        import pycuda.driver as drv
-
-        drv.init()
-        if drv.Device.count() == 0:
-            return {}
-        dev = drv.Device(0)
-    except Exception:  # no pycuda, no libcuda, no device: the target keeps its defaults
-        return {}
-    attr = drv.device_attribute
-    major, minor = dev.compute_capability()
-    return {
-        "max_threads_per_block": int(dev.get_attribute(attr.MAX_THREADS_PER_BLOCK)),
-        "shared_memory_bytes": int(dev.get_attribute(attr.MAX_SHARED_MEMORY_PER_BLOCK)),
-        "warp_size": int(dev.get_attribute(attr.WARP_SIZE)),
-        "compute_units": int(dev.get_attribute(attr.MULTIPROCESSOR_COUNT)),
-        "gpu_arch": f"sm_{major}{minor}",
-    }
