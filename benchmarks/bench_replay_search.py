@@ -4,7 +4,7 @@
 replay runner answers each program with its recorded result, so a search is exactly reproducible.
 For each setting (JSON keyword options of :class:`~autosched.search.evolutionary.EvolutionaryTuner`)
 and each seed, the evolutionary search runs until it measures a program of the log's top 1% (at
-most 400 trials, as ``tests/test_tuners.py``); the table gives the mean and median trials over the
+most 400 trials, as ``tests/search/test_tuners.py``); the table gives the mean and median trials over the
 seeds, with random search for scale. ``--model knn`` is the tests' k-nearest-neighbour double,
 ``xgb`` the real model. Appended to results/replay_search.json.
 

@@ -1,4 +1,4 @@
-"""ONNX test models built with onnx.helper (no downloads), for the tests/test_graph_*.py files."""
+"""ONNX test models built with onnx.helper (no downloads), for the graph and export tests."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Small ONNX models built with onnx.helper, and their check against onnxruntime, for the
-tests/test_onnx_*.py files (no downloads, no torch)."""
+tests/graph/test_onnx_*.py files (no downloads, no torch)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One-node ONNX models run by onnxruntime, and graphs of one builder call run by autosched, for the
-operator tests (tests/test_graph_ops_*.py): the same inputs and weights go to both."""
+operator tests (tests/graph/test_graph_ops_*.py): the same inputs and weights go to both."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Small versions of the seeds' networks built with onnx.helper, node for node as PyTorch's
 TorchScript exporter (opset 17) writes them (batch-norm folded into convolutions, ReLU6 as Clip of
 Constant bounds, channel splits and head reshapes through Shape arithmetic, LSTM states through
-ConstantOfShape), with few layers and channels: for tests/test_onnx_models.py, no torch needed."""
+ConstantOfShape), with few layers and channels: for tests/graph/test_onnx_models.py, no torch needed."""
 
 from __future__ import annotations
 

@@ -285,7 +285,7 @@ def test_two_processes_sharing_one_log_never_measure_a_program_twice(tmp_path: P
     # trials only: each run re-measures its top 3 at the end (no trials, logged as such)
     keys = [steps_key(r.steps) for r in load_records(tmp_path / "shared.jsonl") if not is_remeasurement(r)]
     assert len(keys) == len(set(keys)) == sum(s["new_trials"] for s in summaries), (keys, summaries)
-    assert len(keys) == 10  # the runs share --trials (tests/test_shared_trials.py)
+    assert len(keys) == 10  # the runs share --trials (tests/search/test_shared_trials.py)
 
 
 def test_a_program_logged_by_another_run_between_reading_the_log_and_claiming_it_is_skipped(

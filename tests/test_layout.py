@@ -324,3 +324,15 @@ def test_the_floor_check_sees_an_upward_import() -> None:
     assert floor_of("autosched") is None and floor_of("autosched.cli.db") == len(LAYERS) - 1
     pairs = {(a, b) for a, b, _ in every_import()}
     assert ("autosched.runner.measure", "autosched.task") in pairs  # under TYPE_CHECKING: still read
+
+
+def test_test_folders_mirror_the_packages() -> None:
+    """``tests/<package>/`` holds the tests of ``autosched/<package>/``: every test folder names a
+    package, and only the tests of the whole (and conftest and the shared helpers) stay on top."""
+    tests = ROOT / "tests"
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("data", "__pycache__")}
+    assert folders <= packages, f"test folders that name no package: {sorted(folders - packages)}"
+    on_top = {p.name for p in tests.glob("test_*.py")}
+    assert on_top == {"test_layout.py", "test_readme.py", "test_tiers.py", "test_embedding.py",
+                      "test_build_api.py"}, f"put these under tests/<package>/: {sorted(on_top)}"

@@ -1,6 +1,6 @@
 """Small versions of the seeds' networks in PyTorch (fewer layers and channels, the same modules
 and so the same exported operators), exported by the TorchScript exporter (``dynamo=False``,
-opset 17) for tests/test_onnx_models.py. Imports torch: use only where it is installed."""
+opset 17) for tests/graph/test_onnx_models.py. Imports torch: use only where it is installed."""
 
 from __future__ import annotations
 

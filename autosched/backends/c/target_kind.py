@@ -88,7 +88,7 @@ class CKind(TargetKind):
         flags += [openmp_flag(target), "-ffp-contract=fast", "-fno-math-errno"]
         if "clang" not in Path(target.cc or "gcc").name:
             # gcc 12.2 miscompiles if-converted, AVX-512-vectorized loops with guarded loads (seen on
-            # a padded conv2d: tests/test_emit_c.py::test_gcc_if_conversion_workaround); emitted
+            # a padded conv2d: tests/emit_c/test_emit_c.py::test_gcc_if_conversion_workaround); emitted
             # kernels vectorize explicitly, so only scalar fallback loops lose auto-vectorization
             flags.append("-fno-tree-loop-if-convert")
         if target.mtriple:
