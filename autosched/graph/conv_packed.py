@@ -88,15 +88,15 @@ def blocked_conv_stage(
 def tile_conv_packed(s: Schedule, out: Tensor, acc: Tensor, target: Target | str = "c") -> None:
     """:func:`~autosched.ops.schedules.tile_conv2d_packed` for 1 to 3 spatial axes: ``out`` the
     (N, K, *spatial) stage whose loops are tiled, ``acc`` the (N, K/b, *spatial, b) stage
-    ``conv_blk`` computed per register tile of (two blocks where they divide the blocks, else
-    one) x (up to 8 output columns), the reduction outside it, kernel columns, tile columns and
+    ``conv_blk`` computed per register tile of (:func:`~autosched.ops.schedules.packed_conv_blocks`
+    blocks) x (up to 8 output columns), the reduction outside it, kernel columns, tile columns and
     blocks unrolled, each block's lanes vectorized; parallel over (channel tile, first spatial
     axis) (one spatial axis: (image, channel tile)); the ``pad`` stage, if any, computed once,
     parallel over (image, channel)."""
     tgt = Target.parse(target)
     block = as_int(acc.shape[-1])
     cols = packed_conv_cols(as_int(out.shape[-1]))
-    blocks = packed_conv_blocks(as_int(acc.shape[1]))
+    blocks = packed_conv_blocks(as_int(acc.shape[1]), tgt, cols)
     n, k, *space = s[out].op.axis
     ko, ki = s[out].split(k, block * blocks)
     xo, xi = s[out].split(space[-1], cols)
@@ -120,14 +120,14 @@ def tile_conv_packed(s: Schedule, out: Tensor, acc: Tensor, target: Target | str
 
 def tile_blocked_root(s: Schedule, blk: Tensor, target: Target | str = "c") -> None:
     """Stage ``blk`` (N, K/b, *rest, b), computed whole before its consumer, in register tiles of
-    (two blocks where they divide the blocks, else one) x (up to 8 positions of its last axis)
+    (:func:`~autosched.ops.schedules.packed_conv_blocks` blocks) x (up to 8 positions of its last axis)
     accumulated in a local tile over the whole reduction and stored as whole vectors of b
     channels; parallel over (image, channel tile, next axis)."""
     tgt = Target.parse(target)
     acc = s.cache_write(blk, "local")
     n, fo, *rest, fi = s[blk].op.axis
     cols = packed_conv_cols(as_int(blk.shape[-2]))
-    fo_o, fo_i = s[blk].split(fo, packed_conv_blocks(as_int(blk.shape[1])))
+    fo_o, fo_i = s[blk].split(fo, packed_conv_blocks(as_int(blk.shape[1]), tgt, cols))
     qo, qi = s[blk].split(rest[-1], cols)
     s[blk].reorder(n, fo_o, *rest[:-1], qo, fo_i, qi, fi)
     s[blk].vectorize(fi)

@@ -86,9 +86,10 @@ def packed_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
     """The knob values of ``fused_conv2d_packed_cpu`` (the hand-written schedule)."""
     out = wl.outputs[0]
     block = int(wl.args[9])
+    cols = packed_conv_cols(as_int(out.shape[3]))
     values: dict[str, Any] = {
-        "blocks": packed_conv_blocks(as_int(out.shape[1]) // block),
-        "cols": packed_conv_cols(as_int(out.shape[3])),
+        "blocks": packed_conv_blocks(as_int(out.shape[1]) // block, target, cols),
+        "cols": cols,
         "reorder_reduce": [0, 1, 2],
         "unroll": "rx",
         "rows_outer": 0,

@@ -204,10 +204,13 @@ def tile_conv2d_nchw(s: Schedule, conv: Tensor, acc: Tensor, target: Target | st
 #: most output columns of :func:`tile_conv2d_packed`'s tile (with one block of 8 channels, 12 or 14
 #: columns ran slower than 7 or 8 in every layer tried on AVX2: the compiler spills)
 PACKED_CONV_COLS = 8
-#: channel blocks per register tile of :func:`tile_conv2d_packed`: 2 blocks (of one vector of
-#: channels each: 8 with AVX2, 16 with AVX-512) x up to 8 columns, 16 vector accumulators (10-25%
-#: faster than one block on ResNet-18's convolutions, 2 threads, AMD EPYC Zen 4, blocks of 8;
-#: 4 blocks x 3-4 columns were slower)
+#: channel blocks per register tile of :func:`tile_conv2d_packed` where the ISA has 32 vector
+#: registers: 2 blocks (of one vector of channels each) x up to 8 columns, 16 vector accumulators
+#: (10-25% faster than one block on ResNet-18's convolutions, 2 threads, AMD EPYC Zen 4, blocks of
+#: 8; 4 blocks x 3-4 columns were slower). With AVX2's 16 registers those 16 accumulators spill:
+#: 8 accumulators (one block x 7-8 columns, two x 4) ran 1.1-1.8x faster on 7 of 7 layers (3x3
+#: and 4x4/2 convolutions of ResNet, DCGAN and DQN, 1 thread, AMD EPYC Zen 3;
+#: benchmarks/bench_packed_tiles.py, RESULTS.md 2026-12-07)
 PACKED_CONV_BLOCKS = 2
 
 
@@ -220,10 +223,13 @@ def packed_conv_cols(width: int) -> int:
     return max((d for d in range(4, PACKED_CONV_COLS + 1) if width % d == 0), default=PACKED_CONV_COLS)
 
 
-def packed_conv_blocks(blocks: int) -> int:
-    """Channel blocks per tile of :func:`tile_conv2d_packed`: :data:`PACKED_CONV_BLOCKS` where it
-    divides the number of blocks, else 1."""
-    return PACKED_CONV_BLOCKS if blocks % PACKED_CONV_BLOCKS == 0 else 1
+def packed_conv_blocks(blocks: int, target: Target, cols: int = PACKED_CONV_COLS) -> int:
+    """Channel blocks per tile of :func:`tile_conv2d_packed` with ``cols`` columns: up to
+    :data:`PACKED_CONV_BLOCKS` while the tile keeps at most 16 vector accumulators (32 vector
+    registers) or 8 (AVX2's 16), where that divides the number of blocks; else 1."""
+    budget = 2 * PACKED_CONV_COLS if vector_regs(target) == 32 else PACKED_CONV_COLS
+    want = max(1, min(PACKED_CONV_BLOCKS, budget // max(cols, 1)))
+    return want if blocks % want == 0 else 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,12 +256,12 @@ def tile_conv2d_packed(
     kernel values per block times one broadcast input value per column, any stride. The tile is
     written out channel by channel; parallel over (channel tile, row), the padded input over
     (image, channel). ``tile`` None: the hand-written choices (two blocks where they divide the
-    channels, up to 8 columns)."""
+    channels and the ISA has 32 vector registers, else one; up to 8 columns)."""
     tgt = Target.parse(target)
     block = as_int(acc.shape[-1])
     if tile is None:
-        blocks, cols = packed_conv_blocks(as_int(acc.shape[1])), packed_conv_cols(as_int(out.shape[3]))
-        tile = PackedConvTile(blocks, cols)
+        cols = packed_conv_cols(as_int(out.shape[3]))
+        tile = PackedConvTile(packed_conv_blocks(as_int(acc.shape[1]), tgt, cols), cols)
     n, k, y, x = s[out].op.axis
     ko, ki = s[out].split(k, block * tile.blocks)
     xo, xi = s[out].split(x, tile.cols)
