@@ -55,6 +55,32 @@ class GraphBuilder(NNBuilder, TensorBuilder, RecurrentBuilder):
         out = self._add("dense", (x, w), (m, n), name)
         return out if bias is None else self.bias_add(out, bias, axis=1)
 
+    def conv_transpose(
+        self, x: str, w: str, bias: str | None = None, *, strides: Sequence[int], pads: Sequence[int],
+        output_padding: Sequence[int], dilations: Sequence[int], groups: int = 1, name: str | None = None,
+    ) -> str:
+        """Transposed convolution (see :meth:`.builder_nn.NNBuilder.conv_transpose`). One of a single
+        input position (spatial axes of 1), without pads, output padding, dilation or groups, and
+        with constant weights, is a projection: every output element is one dot product of the
+        input channels, so it becomes a ``dense`` of the (N, C) input with the (K * taps, C) weight
+        (the bias repeated over the taps) and a reshape to (N, K, *taps), whose epilogue fuses as
+        any dense's (DCGAN's first generator layer: a 100 x 8192 GEMV, not a 4x4 convolution of a
+        padded 1x1 image)."""
+        xs, ws = self.shape(x), self.shape(w)
+        flat = len(xs) == len(ws) > 2 and all(v == 1 for v in xs[2:]) and groups == 1 and xs[1] == ws[0]
+        plain = not any(pads) and not any(output_padding) and all(int(d) == 1 for d in dilations)
+        constant = self.is_constant(w) and (bias is None or self.is_constant(bias))
+        if not (flat and plain and constant and len(pads) == 2 * (len(xs) - 2)):
+            return super().conv_transpose(x, w, bias, strides=strides, pads=pads, dilations=dilations,
+                                          output_padding=output_padding, groups=groups, name=name)
+        taps = int(np.prod(ws[2:]))
+        weight = self.constant_value(w).reshape(ws[0], ws[1] * taps).T
+        y = self.dense(self.reshape(x, (xs[0], xs[1])), self.constant(weight))
+        if bias is not None:
+            y = self.bias_add(y, self.constant(np.repeat(self.constant_value(bias), taps)), axis=1)
+        self.drop_unread(w, *([bias] if bias is not None else []))
+        return self.reshape(y, (xs[0], ws[1], *ws[2:]), name=name)
+
     def batch_matmul(self, a: str, b: str, *, name: str | None = None) -> str:
         """a (B, M, K) @ b (B, K, N)."""
         (ba, m, ka), (bb, kb, n) = self._ranks("batch_matmul", name, (a, 3), (b, 3))

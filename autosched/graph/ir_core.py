@@ -170,6 +170,15 @@ class BuilderBase:
         self._graph.constants[value] = np.ascontiguousarray(array, dtype=self._graph.dtype)
         return value
 
+    def drop_unread(self, *values: str) -> None:
+        """Forget the constants among ``values`` that no node reads and no output names (a weight
+        a rewrite replaced), so that they are neither kept nor exported."""
+        read = {v for node in self._graph.nodes for v in node.inputs} | set(self._graph.outputs)
+        for value in values:
+            if value in self._graph.constants and value not in read:
+                del self._graph.constants[value]
+                del self._graph.shapes[value]
+
     def _add(self, op: str, inputs: Sequence[str], shape: Shape, name: str | None, **attrs: Any) -> str:
         for v in inputs:
             self.shape(v)

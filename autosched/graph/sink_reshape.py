@@ -14,8 +14,11 @@ numbers on the dense output itself wherever every operand maps to the dense's sh
 - an operand of the reshaped shape (a residual ``add``), itself reshaped to the anchor's shape (a
   view, free).
 
-The chain then reads the anchor's output, and one reshape after its last node makes the value the
-rest of the graph reads, under its old name. Only links that :func:`.fusion.fuse` would fuse are
+The anchor may already have an elementwise chain before the reshape (a ConvTranspose of one input
+position imports as dense -> bias_add -> reshape, :meth:`.ir.GraphBuilder.conv_transpose`): the
+chain after the reshape then joins it. The chain then reads the anchor's output (or the end of
+that chain), and one reshape after its last node makes the value the rest of the graph reads,
+under its old name. Only links that :func:`.fusion.fuse` would fuse are
 moved (each read once, no graph output in the middle), so every moved chain becomes an epilogue.
 """
 
@@ -108,23 +111,37 @@ class _Rewrite:
         return replace(node, inputs=tuple(inputs), attrs=attrs)
 
 
+def _anchor(graph: Graph, value: str, producer: dict[str, Node], users: dict[str, list[Node]]) -> Node | None:
+    """The operator whose output reaches ``value`` through elementwise nodes that each read the one
+    before as their first operand, every value on the way read once and no graph output (the
+    epilogue fusion gives it): the anchor a reshape of ``value`` stands after; None if none."""
+    outputs = set(graph.outputs)
+    while value not in outputs and len(users[value]) == 1 and value in producer:
+        node = producer[value]
+        if node.op in COMPLEX_OPS:
+            return node
+        if node.op not in ELEMENTWISE_OPS or node.inputs.count(node.inputs[0]) != 1:
+            return None
+        value = node.inputs[0]
+    return None
+
+
 def sink_reshapes(graph: Graph) -> Graph:
-    """A copy of ``graph`` where each reshape of an anchor's output (read by nothing else) stands
-    after the elementwise chain that follows it instead of before (see the module); ``graph``
-    itself when there is none."""
+    """A copy of ``graph`` where each reshape of an anchor's output (read by nothing else), or of
+    the end of the elementwise chain already after it, stands after the elementwise chain that
+    follows it instead of before (see the module); ``graph`` itself when there is none."""
     users = graph.consumers()
     producer = {n.output: n for n in graph.nodes}
-    outputs = set(graph.outputs)
     moves: dict[str, list[Node]] = {}  # the reshape's output -> the chain moved above it
+    anchors: dict[str, Node] = {}  # the reshape's output -> the operator the chain fuses into
     for node in graph.nodes:
-        anchor = producer.get(node.inputs[0]) if node.op == "reshape" else None
-        if anchor is None or anchor.op not in COMPLEX_OPS or anchor.output in outputs:
+        anchor = _anchor(graph, node.inputs[0], producer, users) if node.op == "reshape" else None
+        if anchor is None:
             continue
-        if len(users[anchor.output]) == 1:
-            shape = graph.shapes[anchor.output]
-            chain = _chain(graph, node.output, shape, CHANNEL_AXIS[anchor.op], users)
-            if chain:
-                moves[node.output] = chain
+        shape = graph.shapes[anchor.output]
+        chain = _chain(graph, node.output, shape, CHANNEL_AXIS[anchor.op], users)
+        if chain:
+            moves[node.output], anchors[node.output] = chain, anchor
     if not moves:
         return graph
     new = _Rewrite(graph)
@@ -139,7 +156,7 @@ def sink_reshapes(graph: Graph) -> Graph:
         view, i = moved[node.output]
         chain, data = moves[view], reshapes[view].inputs[0]
         shape = graph.shapes[data]
-        anchor = producer[data]
+        anchor = anchors[view]
         old = view if i == 0 else chain[i - 1].output
         src = data if i == 0 else chain[i - 1].output
         link = new.link(node, old, src, shape, CHANNEL_AXIS[anchor.op])

@@ -140,3 +140,21 @@ def test_a_dense_read_twice_keeps_its_reshape() -> None:
     g.output(g.relu(g.reshape(dense, (2, 24))), g.sigmoid(dense))
     graph = g.build()
     assert sink_reshapes(graph) is graph
+
+
+@pytest.mark.requires("gcc")
+def test_a_reshape_after_the_epilogue_already_fused_moves_below_the_rest() -> None:
+    """dense -> bias_add -> reshape -> relu: the bias is already the dense's epilogue, and the
+    reshape moves below the relu too (a ConvTranspose of one position imports this way)."""
+    x = np.random.default_rng(0).standard_normal((2, 5)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((12, 5)).astype(np.float32)
+    bias = np.random.default_rng(2).standard_normal(12).astype(np.float32)
+    g = asc.GraphBuilder("projection")
+    y = g.bias_add(g.dense(g.input("x", x.shape), g.constant(w, "w")), g.constant(bias, "b"), axis=1)
+    g.output(g.relu(g.reshape(y, (2, 3, 2, 2))))
+    graph = g.build()
+    moved = sink_reshapes(graph)
+    assert [n.op for n in moved.nodes] == ["dense", "bias_add", "relu", "reshape"]
+    assert _epilogues(graph, "fused_dense") == ["bias,relu"]
+    want = np.maximum(x.astype(np.float64) @ w.T + bias, 0).reshape(2, 3, 2, 2)
+    np.testing.assert_allclose(_run(graph, x), want, rtol=1e-5, atol=1e-5)

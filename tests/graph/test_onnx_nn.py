@@ -82,6 +82,27 @@ def test_conv_transpose_then_batch_norm_is_folded() -> None:
     compare(proto, {"x": x})
 
 
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("strides", [[1, 1], [2, 2]])
+def test_conv_transpose_of_one_position_is_a_dense_with_its_epilogue(strides: list[int]) -> None:
+    """DCGAN's first generator layer (1x1 input, no pads) with its batch norm and ReLU: one dense
+    kernel with the bias (repeated over the taps) and the ReLU as its epilogue, the reshape after
+    them, the 4-D weight gone; the network matches onnxruntime."""
+    x = rand(2, 6, 1, 1)
+    bn = [rand(5, seed=s, low=0.5, high=1.5) for s in (3, 4, 5, 6)]
+    nodes = [node("ConvTranspose", ["x", "w"], ["c"], strides=strides),
+             node("BatchNormalization", ["c", "g", "b", "m", "v"], ["n"]), node("Relu", ["n"], ["y"])]
+    inits = {"w": rand(6, 5, 4, 3, seed=7), **dict(zip("gbmv", bn, strict=True))}
+    proto = model(nodes, {"x": x}, ["y"], inits)
+    graph = asc.from_onnx(proto)
+    assert [n.op for n in graph.nodes] == ["reshape", "dense", "bias_add", "reshape", "relu"]
+    assert sorted(v.shape for v in graph.constants.values()) == [(5 * 4 * 3,), (5 * 4 * 3, 6)]
+    tasks = asc.graph.network.network_tasks(graph)
+    assert [t.workload.name for t in tasks] == ["fused_dense_packed"]
+    assert "bias,relu" in str(tasks[0].workload)
+    compare(proto, {"x": x})
+
+
 POOLS = {
     "max-ceil": ("MaxPool", (1, 2, 13, 13), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
     "max-asymmetric-dilated": ("MaxPool", (1, 2, 9, 8), {"kernel_shape": [2, 3], "pads": [0, 1, 1, 0],
