@@ -68,9 +68,11 @@ class GraphBuilder(NNBuilder, TensorBuilder, RecurrentBuilder):
         padded 1x1 image)."""
         xs, ws = self.shape(x), self.shape(w)
         flat = len(xs) == len(ws) > 2 and all(v == 1 for v in xs[2:]) and groups == 1 and xs[1] == ws[0]
+        if flat:  # the attributes checked as for any transposed convolution
+            self._window("conv_transpose", x, ws[2:], strides, pads, dilations, name)
         plain = not any(pads) and not any(output_padding) and all(int(d) == 1 for d in dilations)
         constant = self.is_constant(w) and (bias is None or self.is_constant(bias))
-        if not (flat and plain and constant and len(pads) == 2 * (len(xs) - 2)):
+        if not (flat and plain and constant and len(output_padding) == len(xs) - 2):
             return super().conv_transpose(x, w, bias, strides=strides, pads=pads, dilations=dilations,
                                           output_padding=output_padding, groups=groups, name=name)
         taps = int(np.prod(ws[2:]))

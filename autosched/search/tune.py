@@ -295,7 +295,7 @@ def tune_with(context: TuneContext, task: Task | None = None) -> TuneResult:
         for hook in hooks:
             if isinstance(hook, ProgressBar):
                 hook.finish(the_tuner.stop_reason)
-        if store is not None and log_path is not None:
+        if store is not None and log_path is not None and log_path.exists():
             store.tuned(task, log_path)
     if c.save_model is not None:
         _save_model(the_tuner, c.save_model)
