@@ -23,15 +23,15 @@ from common import print_table, write_results
 import autosched as asc
 from autosched.backends import CudaBackend
 from autosched.backends.cuda import CudaUnavailable, cuda_driver, nvrtc_compile
-from autosched.lower import lower
-from autosched.ops.gpu_conv import conv2d_gpu, direct_gpu
-from autosched.ops.gpu_schedules import (
+from autosched.backends.gpu_conv import conv2d_gpu, direct_gpu
+from autosched.backends.gpu_schedules import (
     batch_matmul_gpu,
     dense_gpu,
     elementwise_gpu,
     matmul_gpu,
     softmax_gpu,
 )
+from autosched.lower import lower
 from autosched.target import Target
 
 MATMUL = ("matmul", (2048, 2048, 2048))

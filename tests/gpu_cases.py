@@ -11,8 +11,8 @@ import numpy as np
 from odd_shapes import ODD_SHAPES
 
 import autosched as asc
-from autosched.ops.gpu_conv import conv2d_gpu, direct_gpu
-from autosched.ops.gpu_schedules import batch_matmul_gpu, dense_gpu, matmul_gpu
+from autosched.backends.gpu_conv import conv2d_gpu, direct_gpu
+from autosched.backends.gpu_schedules import batch_matmul_gpu, dense_gpu, matmul_gpu
 from autosched.space.generated import SketchProgram
 from autosched.space.gpu_sketch import sample_gpu_annotation
 from autosched.space.gpu_space import GpuSketchSpace

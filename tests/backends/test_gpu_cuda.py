@@ -13,8 +13,8 @@ import pytest
 import autosched as asc
 from autosched.backends import CudaBackend, OpenCLBackend, backend_for
 from autosched.backends.cuda import nvrtc_compile
+from autosched.backends.gpu_schedules import elementwise_gpu, matmul_gpu, softmax_gpu
 from autosched.lower import lower
-from autosched.ops.gpu_schedules import elementwise_gpu, matmul_gpu, softmax_gpu
 from autosched.runner import CompileError
 from autosched.target import Target
 

@@ -28,7 +28,7 @@ import autosched as asc
 from autosched.backends import backend_for
 from autosched.backends.cuda import device_arch
 from autosched.backends.cuda.device import cuda_limits
-from autosched.ops.gpu_schedules import matmul_gpu, softmax_gpu
+from autosched.backends.gpu_schedules import matmul_gpu, softmax_gpu
 from autosched.records import load_records
 from autosched.runner import MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.gpu_program import GpuProgram

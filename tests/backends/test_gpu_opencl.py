@@ -13,10 +13,10 @@ import pytest
 
 import autosched as asc
 from autosched.backends import OpenCLBackend, backend_for
+from autosched.backends.gpu_schedules import elementwise_gpu, matmul_gpu, softmax_gpu
 from autosched.backends.opencl import OpenCLKernel
 from autosched.driver import arg_specs
 from autosched.lower import lower
-from autosched.ops.gpu_schedules import elementwise_gpu, matmul_gpu, softmax_gpu
 from autosched.runner import CompileError, MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.runner.gpu_program import GpuProgram
 from autosched.target import Target

@@ -15,8 +15,8 @@ from gpu_cases import CASE_IDS, CASES, TEMPLATE_CASES, check_outputs
 import autosched as asc
 from autosched.backends import CudaBackend, OpenCLBackend
 from autosched.backends.cuda import nvrtc_compile
+from autosched.backends.gpu_conv import conv2d_gpu
 from autosched.lower import lower
-from autosched.ops.gpu_conv import conv2d_gpu
 from autosched.space.templates import instantiate, template_space
 from autosched.target import Target
 

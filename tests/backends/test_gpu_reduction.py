@@ -15,11 +15,11 @@ import pytest
 import autosched as asc
 from autosched.backends import CudaBackend, OpenCLBackend, backend_for
 from autosched.backends.cuda import nvrtc_compile
+from autosched.backends.gpu_schedules import softmax_gpu
 from autosched.backends.opencl import OpenCLKernel
 from autosched.driver import arg_specs
 from autosched.lower import lower
 from autosched.lower.gpu import split_kernels
-from autosched.ops.gpu_schedules import softmax_gpu
 from autosched.schedule import ScheduleError
 from autosched.target import Target
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import autosched as asc
-from autosched.ops.gpu_schedules import matmul_gpu
+from autosched.backends.gpu_schedules import matmul_gpu
 from autosched.schedule import ScheduleError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import pytest
 
 import autosched as asc
 from autosched.backends import OpenCLBackend, backend_for
+from autosched.backends.gpu_schedules import elementwise_gpu, matmul_gpu
 from autosched.lower import lower
 from autosched.lower.gpu import split_kernels
-from autosched.ops.gpu_schedules import elementwise_gpu, matmul_gpu
 from autosched.runner import MeasureErrorNo, MeasureInput, MeasureOption
 from autosched.schedule import ScheduleError
 from autosched.target import Target

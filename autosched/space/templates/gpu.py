@@ -1,6 +1,6 @@
 """GPU templates (``opencl`` and ``cuda`` targets): matmul, batch_matmul and dense as points of the
-shared-memory tiled kernel of :func:`~autosched.ops.gpu_schedules.matmul_gpu`; conv2d NCHW as a
-point of :func:`~autosched.ops.gpu_conv.conv2d_gpu` (threads per block over output channels, rows
+shared-memory tiled kernel of :func:`~autosched.backends.gpu_schedules.matmul_gpu`; conv2d NCHW as a
+point of :func:`~autosched.backends.gpu_conv.conv2d_gpu` (threads per block over output channels, rows
 and columns, registers per thread, input channels per shared tile); softmax, depthwise conv2d,
 pooling and the elementwise operators with their block size as the knob.
 
@@ -12,9 +12,9 @@ a point whose shared tiles exceed the device's shared memory is rejected by GPU 
 from __future__ import annotations
 
 from ...backends import gpu_kinds
+from ...backends.gpu_conv import conv2d_gpu, direct_gpu
+from ...backends.gpu_schedules import batch_matmul_gpu, dense_gpu, elementwise_gpu, matmul_gpu, softmax_gpu
 from ...expr import Tensor, static_shape
-from ...ops.gpu_conv import conv2d_gpu, direct_gpu
-from ...ops.gpu_schedules import batch_matmul_gpu, dense_gpu, elementwise_gpu, matmul_gpu, softmax_gpu
 from ...schedule import Schedule
 from ...target import Target
 from ..knobs import Config, OtherEntity

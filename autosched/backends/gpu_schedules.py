@@ -5,7 +5,7 @@ threads fetch cooperatively into shared memory, one slice of K at a time, each t
 accumulating a small register tile; ``batch_matmul_gpu`` adds the batch on ``blockIdx.z`` and
 ``dense_gpu`` lays the same tiles on the bias + ReLU epilogue. ``elementwise_gpu`` fuses all axes
 and splits them over blocks and threads; ``softmax_gpu`` reduces each row across the threads of a
-block. Convolutions and pooling are in :mod:`~autosched.ops.gpu_conv`. All respect the target's
+block. Convolutions and pooling are in :mod:`~autosched.backends.gpu_conv`. All respect the target's
 thread limit.
 """
 
