@@ -315,7 +315,7 @@ def load_best(
     db: TuningStore | str | os.PathLike[str] | None = None,
 ) -> Built:
     """The best program of a task, built and loaded: ``load_best(log, task)`` from a log (as
-    :func:`autosched.records.load_best`, of the records :func:`this_machine` keeps: this host's for
+    :func:`autosched.records.build_best`, of the records :func:`this_machine` keeps: this host's for
     a native target, those of the target's boards for a cross target, or those of ``machine``, a
     fingerprint, e.g. an x86 board's ``BoardPool.machine``), ``load_best(task)`` from the tuning
     database ``db`` (default: the default database), its machine's records only.
@@ -336,7 +336,7 @@ def load_best(
         if not any(r.ok for r in kept):
             found = records.best_record(log, task, check=None)  # none at all: raises, saying what the log has
             raise records.NoRecordError(_not_measured_on(task, log, machine, found.machine))
-        return records.load_best(kept, task, cache_dir=cache_dir)
+        return records.build_best(kept, task, cache_dir=cache_dir)
     if machine is not None:
         raise TypeError("machine= chooses among a log's records: load_best(log, task, machine=FP)")
     database = log if isinstance(log, TuningStore) else Database.resolve(db)

@@ -11,7 +11,7 @@ faster keeps the hand-written schedule rather than a program that won by the tim
 :func:`ranked`, :func:`pick_best` and :func:`best_records` apply these rules, :func:`best_so_far`
 after each record of a log (a tuning curve); :func:`best_record` and :func:`distill` read a log
 with them;
-:func:`load_best` builds the winner with the task's own compiler. Programs that do not replay are
+:func:`build_best` builds the winner with the task's own compiler. Programs that do not replay are
 passed over with a warning.
 """
 
@@ -46,7 +46,7 @@ __all__ = [
     "distill",
     "is_baseline",
     "is_remeasurement",
-    "load_best",
+    "build_best",
     "pick_best",
     "ranked",
 ]
@@ -293,7 +293,7 @@ def distill(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, fsync: 
     return len(kept)
 
 
-def load_best(
+def build_best(
     log: str | os.PathLike[str] | Iterable[Record], task: Task, *, cache_dir: Path | None = None
 ) -> Built:
     """The best program of ``task`` in ``log``, built and loaded: a callable over numpy arrays.

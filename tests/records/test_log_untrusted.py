@@ -33,7 +33,7 @@ from autosched.cli import main
 from autosched.diagnostics import AutoschedWarning
 from autosched.export.kernel import export_files, export_kernel
 from autosched.export.makefile import make_words
-from autosched.records import NoRecordError, Record, RecordError, RecordWarning, load_best, load_records
+from autosched.records import NoRecordError, Record, RecordError, RecordWarning, build_best, load_records
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from autosched.search import tune
 from autosched.space.generated import SketchSpace
@@ -227,7 +227,7 @@ def test_the_log_never_chooses_the_compiler(
         assert "\nCC = cc\n" in export_files(load_records(log)[1])["Makefile"]
     # load_best compiles with the task's compiler: records of another compiler are not this task's
     with pytest.raises(NoRecordError):
-        load_best(log, task, cache_dir=tmp_path / "cache")
+        build_best(log, task, cache_dir=tmp_path / "cache")
     assert not marker.exists()
 
 
@@ -247,7 +247,7 @@ def test_the_log_compiler_is_never_run_even_when_building(
     assert built.returncode == 0, built.stderr
     # a record of this very task that claims another compiler in its "compiler" field
     mine = [{**o, "compiler": str(script)} for o in lines]
-    kernel = load_best(write_log(tmp_path / "mine.jsonl", mine), task, cache_dir=tmp_path / "cache")
+    kernel = build_best(write_log(tmp_path / "mine.jsonl", mine), task, cache_dir=tmp_path / "cache")
     assert kernel is not None
     assert not marker.exists()
 
@@ -648,7 +648,7 @@ def test_fuzz_mutated_records(data: st.DataObject) -> None:
             if status == 2:
                 assert err.splitlines()[-1].startswith("autosched: error: ")
         with contextlib.suppress(NoRecordError, RecordError):
-            load_best(log, task)
+            build_best(log, task)
         try:
             # resume and stop before measuring anything: a time budget of 0 s
             nothing = _NoMeasuring()

@@ -1,4 +1,4 @@
-"""The tuning log: record round trips, locked concurrent appends, damaged logs, best/distill, load_best."""
+"""The tuning log: record round trips, locked concurrent appends, damaged logs, best/distill, build_best."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ from autosched.records import (
     append_records,
     best_record,
     best_records,
+    build_best,
     distill,
     is_baseline,
     is_remeasurement,
-    load_best,
     load_records,
     pick_best,
     ranked,
@@ -53,7 +53,7 @@ def make_record(
     program: dict[str, object] | None = None,
     timestamp: float = 0.0,
 ) -> Record:
-    """A record with made-up workload and target (enough for everything but load_best)."""
+    """A record with made-up workload and target (enough for everything but build_best)."""
     return Record(
         workload=(key.split("#")[0], (1, "float32", False)),
         workload_key=key,
@@ -395,7 +395,7 @@ def test_best_record_and_its_errors(tmp_path: Path, task: Task) -> None:
 
 
 @pytest.mark.requires("gcc")
-def test_load_best_builds_the_best_program(
+def test_build_best_builds_the_best_program(
     tmp_path: Path, task: Task, sampled_steps: list[tuple[Step, ...]]
 ) -> None:
     log = tmp_path / "log.jsonl"
@@ -408,7 +408,7 @@ def test_load_best_builds_the_best_program(
         ],
     )
     assert best_record(log, task).steps == fast
-    kernel = load_best(log, task, cache_dir=tmp_path / "cache")
+    kernel = build_best(log, task, cache_dir=tmp_path / "cache")
     inputs = task.workload.random_inputs(0)
     (out,) = [np.zeros(t.shape, dtype=np.float32) for t in task.workload.outputs]
     kernel(*inputs, out)
