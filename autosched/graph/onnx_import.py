@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import onnx_conv, onnx_elementwise, onnx_matmul, onnx_norm, onnx_rnn, onnx_shape  # noqa: F401 (converters)
+from . import onnx_conv, onnx_einsum, onnx_elementwise, onnx_matmul, onnx_norm, onnx_rnn, onnx_shape  # noqa: F401 (converters)
 from .ir import Graph, GraphBuilder, GraphError
 from .onnx_checks import check_size, check_structure, load_initializers
 from .onnx_context import FLOATS, Importer

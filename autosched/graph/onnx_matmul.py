@@ -13,8 +13,9 @@ from .onnx_rewrite import OnnxNode
 from .onnx_table import Result, converter
 
 
-def _dense_const(cx: Importer, x: str, w: np.ndarray, wname: str, name: str | None) -> str:
-    """x (..., K) @ w (K, N), a constant: one dense over the rows of x, then x's leading axes back."""
+def dense_const(cx: Importer, x: str, w: np.ndarray, wname: str, name: str | None) -> str:
+    """x (..., K) @ w (K, N), a constant (kept as ``wname``, transposed): one dense over the rows
+    of x, then x's leading axes back."""
     shape = cx.b.shape(x)
     k, n = w.shape
     cx.consts.setdefault(wname, np.ascontiguousarray(w.T))
@@ -49,7 +50,7 @@ def matmul(cx: Importer, a: str, b: str, name: str | None) -> str:
         x = cx.value(a) if len(sa) > 1 else cx.b.reshape(cx.value(a), (1, k))
         if len(batch) > len(a2) - 2:  # b's (unit) batch axes add leading axes
             x = cx.b.reshape(x, (*batch, m, k))
-        y = _dense_const(cx, x, cx.consts[b].reshape(k, n), f"{name}.weight_t", None)
+        y = dense_const(cx, x, cx.consts[b].reshape(k, n), f"{name}.weight_t", None)
         return cx.b.reshape(y, out, name=name)
     if math.prod(b2[:-2]) == 1 and math.prod(batch) > 1 and len(sb) >= 2:
         # one right matrix for every batch: the batch axes join the rows of a single product
