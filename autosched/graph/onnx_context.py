@@ -9,10 +9,14 @@ from typing import Any
 import numpy as np
 
 from .ir import GraphBuilder, GraphError, Shape
+from .ir_core import INDEX_DTYPES
 from .onnx_fold import evaluate, foldable
 from .onnx_rewrite import OnnxNode
 from .onnx_table import OPS, attr_text
 
+#: operators that only view their first input in another shape (an integer input may pass them on
+#: its way to a Gather)
+INDEX_VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 FLOATS = "autosched networks compute in float32 or float64, one type for the whole graph"
 
 
@@ -25,6 +29,8 @@ class Importer:
         self.b, self.values, self.consts, self.opset = b, values, consts, opset
         self.types = types  # element type (numpy name) of computed values, where known
         self.needed: set[str] = set()  # the values something reads (later nodes, the graph's outputs)
+        #: an integer input seen through a Reshape/Flatten/Squeeze/Unsqueeze: (the input, the shape)
+        self.index_views: dict[str, tuple[str, Shape]] = {}
 
     def convert(self, n: OnnxNode) -> None:
         """Add node ``n`` to the graph (or compute it, if its inputs are constants: shapes computed
@@ -32,6 +38,8 @@ class Importer:
         if foldable(n, self.consts):
             results: Sequence[str | np.ndarray] = evaluate(
                 n, [self.consts[v] if v else None for v in n.inputs], self.opset)
+        elif n.op in INDEX_VIEWS and self._index_view(n):
+            return
         else:
             spec = OPS.get(n.op)
             if spec is None:
@@ -57,6 +65,18 @@ class Importer:
                 self.values[out] = result
             else:
                 self.consts[out] = result
+
+    def _index_view(self, n: OnnxNode) -> bool:
+        """Record ``n`` (a view op) as an index view if it reads an integer input (token ids
+        reshaped before an embedding's Gather): its output's shape is computed on zeros."""
+        source = n.inputs[0]
+        source, shape = self.index_views.get(source, (source, None))  # a view of a view
+        if self.dtype(source) not in INDEX_DTYPES or self.is_const(source):
+            return False
+        zeros = np.zeros(shape if shape is not None else self.shape(source), np.int64)
+        out = evaluate(n, [zeros, *(self.consts.get(v) if v else None for v in n.inputs[1:])], self.opset)
+        self.index_views[n.outputs[0]] = (source, tuple(out[0].shape))
+        return True
 
     # -- values ------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import numpy as np
 from . import onnx_conv, onnx_einsum, onnx_elementwise, onnx_matmul, onnx_norm, onnx_rnn, onnx_shape  # noqa: F401 (converters)
 from .ir import Graph, GraphBuilder, GraphError
 from .onnx_checks import check_size, check_structure, load_initializers
-from .onnx_context import FLOATS, Importer
+from .onnx_context import FLOATS, INDEX_VIEWS, Importer
 from .onnx_fold import fold, prune
 from .onnx_rewrite import OnnxNode, find_gelu, fold_batch_norm, fold_pad
 
@@ -99,6 +99,20 @@ def _type_name(elem_type: int) -> str:
         return TensorProto.DataType.Name(elem_type) if known else f"element type {elem_type}"
 
 
+def _not_an_index(value: str, nodes: Sequence[OnnxNode]) -> OnnxNode | None:
+    """The first node reading ``value`` (or a view of it: :data:`INDEX_VIEWS`) otherwise than as
+    the indices of a Gather, or None."""
+    readers = [(n, i) for n in nodes for i, v in enumerate(n.inputs) if v == value]
+    for n, i in readers:
+        if n.op in INDEX_VIEWS and i == 0:
+            below = _not_an_index(n.outputs[0], nodes)
+            if below is not None:
+                return below
+        elif n.op != "Gather" or i != 1:
+            return n
+    return None
+
+
 def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray], nodes: Sequence[OnnxNode]) -> str:
     """The type the graph computes in (its float inputs' and outputs'); GraphError naming the input
     or output, its node and its type where one is of another type or of one networks do not run
@@ -115,12 +129,11 @@ def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray], nodes: Sequence[O
             continue
         name = _type_name(elem)
         if kind == "input" and name in INDEX_TYPES:
-            readers = [(n, i) for n in nodes for i, v in enumerate(n.inputs) if v == value.name]
-            if all(n.op == "Gather" and i == 1 for n, i in readers):
+            first = _not_an_index(value.name, nodes)
+            if first is None:
                 continue
-            first = next((n for n, i in readers if n.op != "Gather" or i != 1))
             raise GraphError(f"input {value.name!r} of node {first.name!r} is {name}: {FLOATS} (an integer "
-                             "input may only be Gather indices)")
+                             "input may only be Gather indices, reshaped or not)")
         if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE) or name != (dtype or name):
             nodes_of = {v: n.name for v, n in reader.items()} if kind == "input" else writer
             node = f" of node {nodes_of[value.name]!r}" if value.name in nodes_of else ""

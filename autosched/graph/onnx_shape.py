@@ -178,6 +178,10 @@ def _gather(cx: Importer, n: OnnxNode) -> list[Result]:
     if not -len(shape) <= axis < len(shape):
         raise GraphError(f"axis {axis} is out of range for data of {len(shape)} axes")
     axis %= len(shape)
+    if index in cx.index_views:  # gather at the integer input itself, then view the result
+        source, view = cx.index_views[index]
+        got = cx.b.gather(cx.value(data), cx.value(source), axis)
+        return [cx.b.reshape(got, shape[:axis] + view + shape[axis + 1 :], name=n.name)]
     if not cx.is_const(index):
         return [cx.b.gather(cx.value(data), cx.value(index), axis, name=n.name)]
     indices = cx.consts[index].astype(np.int64)

@@ -14,6 +14,7 @@ pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install onnxru
 from onnx_cases import compare, model, node, rand  # noqa: E402
 
 import autosched as asc  # noqa: E402
+from autosched.graph import GraphError  # noqa: E402
 
 X = rand(2, 3, 5, 4)
 I64 = np.int64
@@ -142,6 +143,26 @@ def test_gather_of_an_embedding_table_at_int64_token_ids() -> None:
     graph = asc.from_onnx(proto)
     assert graph.dtype == "float32" and graph.dtype_of("ids") == "int64"
     compare(proto, {"ids": ids})
+
+
+@pytest.mark.requires("gcc")
+def test_token_ids_reshaped_before_the_embedding_gather() -> None:
+    """GPT-2's ``input_ids.view(-1, n)`` then the table: the ids go through Reshape, Unsqueeze and
+    Squeeze before the Gather; the gather reads the input itself and its result is viewed."""
+    ids = np.array([[1, 9, 0, 4, 4, 2], [-1, 2, 3, 7, 8, 0]], I64)
+    table = rand(10, 8, seed=4)
+    nodes = [node("Reshape", ["ids", "shape"], ["flat"]), node("Unsqueeze", ["flat", "zero"], ["u"]),
+             node("Squeeze", ["u", "zero"], ["v"]), node("Gather", ["table", "v"], ["e"]),
+             node("Relu", ["e"], ["y"])]
+    inits = {"table": table, "shape": np.array([3, 4], I64), "zero": np.array([0], I64)}
+    proto = model(nodes, {"ids": ids}, ["y"], inits)
+    graph = asc.from_onnx(proto)
+    assert graph.shapes[graph.outputs[0]] == (3, 4, 8)
+    compare(proto, {"ids": ids})
+    used = model(nodes + [node("Cast", ["flat"], ["f"], to=onnx.TensorProto.FLOAT)], {"ids": ids}, ["y", "f"],
+                 inits, check=False)
+    with pytest.raises(GraphError, match="input 'ids' of node 'cast_f' is int64: .* reshaped or not"):
+        asc.from_onnx(used)
 
 
 @pytest.mark.requires("gcc")
