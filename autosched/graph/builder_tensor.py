@@ -34,7 +34,9 @@ class TensorBuilder(BuilderBase):
         """An elementwise function of x: relu, sigmoid, gelu (erf form), tanh, erf, exp, log, sqrt,
         reciprocal, neg, abs, softplus, hard_swish, clip (alpha = min, beta = max; None: that side
         unbounded), leaky_relu (alpha, default 0.01), hard_sigmoid (max(0, min(1, alpha * x +
-        beta)); defaults 0.2, 0.5), elu (alpha, default 1.0), pow (x ** alpha, alpha required)."""
+        beta)); defaults 0.2, 0.5), elu (alpha, default 1.0), celu (alpha, default 1.0), selu
+        (alpha, beta = gamma; ONNX's defaults), thresholded_relu (alpha, default 1.0), mish,
+        softsign, pow (x ** alpha, alpha required)."""
         shape = self.shape(x)
         step = _STEP_NAMES.get(fn, fn)
         params = () if fn in _OWN_OPS else FUNCTIONS[step].params if step in FUNCTIONS else None

@@ -65,6 +65,23 @@ def _elu_te(x: Expr, dtype: str, p: Params) -> Expr:
     return te.max(x, zero) + (te.exp(te.min(x, zero)) - _c(1.0, dtype)) * _c(p[0], dtype)
 
 
+def _selu_te(x: Expr, dtype: str, p: Params) -> Expr:
+    return _elu_te(x, dtype, (p[0],)) * _c(p[1], dtype)
+
+
+def _celu_te(x: Expr, dtype: str, p: Params) -> Expr:
+    zero = _c(0.0, dtype)
+    return te.max(x, zero) + (te.exp(te.min(x, zero) / _c(p[0], dtype)) - _c(1.0, dtype)) * _c(p[0], dtype)
+
+
+def _mish_te(x: Expr, dtype: str, p: Params) -> Expr:
+    return x * te.tanh(_softplus_te(x, dtype, ()))
+
+
+def _thresholded_relu_te(x: Expr, dtype: str, p: Params) -> Expr:
+    return te.if_then_else(te.compare("gt", x, _c(p[0], dtype)), x, _c(0.0, dtype))
+
+
 def _pow_te(x: Expr, dtype: str, p: Params) -> Expr:
     return x * x if p[0] == 2.0 else te.pow(x, _c(p[0], dtype))
 
@@ -92,6 +109,15 @@ FUNCTIONS: dict[str, UnaryFn] = {
     "leaky_relu": UnaryFn(("alpha",), (0.01,), _leaky_relu_te, lambda x, p: np.where(x >= 0, x, p[0] * x)),
     "hard_sigmoid": UnaryFn(("alpha", "beta"), (0.2, 0.5), _hard_sigmoid_te, _hard_sigmoid_np),
     "elu": UnaryFn(("alpha",), (1.0,), _elu_te, lambda x, p: np.where(x > 0, x, p[0] * np.expm1(x))),
+    "selu": UnaryFn(("alpha", "gamma"), (1.67326319217681884765625, 1.05070102214813232421875), _selu_te,
+                    lambda x, p: p[1] * np.where(x > 0, x, p[0] * np.expm1(x))),
+    "celu": UnaryFn(("alpha",), (1.0,), _celu_te,
+                    lambda x, p: np.maximum(x, 0) + np.minimum(0, p[0] * np.expm1(x / p[0]))),
+    "mish": UnaryFn((), (), _mish_te, lambda x, p: x * np.tanh(np.logaddexp(0.0, x))),
+    "softsign": UnaryFn((), (), lambda x, d, p: x / (_c(1.0, d) + te.abs(x)),
+                        lambda x, p: x / (1.0 + np.abs(x))),
+    "thresholded_relu": UnaryFn(("alpha",), (1.0,), _thresholded_relu_te,
+                                lambda x, p: np.where(x > p[0], x, 0.0)),
     "pow_scalar": UnaryFn(("exponent",), (None,), _pow_te, lambda x, p: np.power(x, p[0])),
 }
 

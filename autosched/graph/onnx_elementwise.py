@@ -15,7 +15,8 @@ from .onnx_table import Result, converter
 
 #: ONNX operator -> the builder's ``unary`` function
 UNARY = {"Tanh": "tanh", "Erf": "erf", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
-         "Neg": "neg", "Abs": "abs", "Softplus": "softplus", "HardSwish": "hard_swish"}
+         "Neg": "neg", "Abs": "abs", "Softplus": "softplus", "HardSwish": "hard_swish", "Mish": "mish",
+         "Softsign": "softsign"}
 
 
 @converter(*UNARY, doc="elementwise")
@@ -29,11 +30,21 @@ def _relu_sigmoid(cx: Importer, n: OnnxNode) -> list[Result]:
     return [fn(cx.value(n.inputs[0]), name=n.name)]
 
 
-@converter("LeakyRelu", "Elu", attrs=("alpha",), doc="elementwise")
+#: ONNX operator with an ``alpha`` attribute -> the builder's ``unary`` function, alpha's default
+ALPHA = {"LeakyRelu": ("leaky_relu", 0.01), "Elu": ("elu", 1.0), "Celu": ("celu", 1.0),
+         "ThresholdedRelu": ("thresholded_relu", 1.0)}
+
+
+@converter(*ALPHA, attrs=("alpha",), doc="elementwise")
 def _alpha(cx: Importer, n: OnnxNode) -> list[Result]:
-    default = 0.01 if n.op == "LeakyRelu" else 1.0
-    fn = "leaky_relu" if n.op == "LeakyRelu" else "elu"
+    fn, default = ALPHA[n.op]
     return [cx.b.unary(cx.value(n.inputs[0]), fn, alpha=float(n.attrs.get("alpha", default)), name=n.name)]
+
+
+@converter("Selu", attrs=("alpha", "gamma"), doc="elementwise")
+def _selu(cx: Importer, n: OnnxNode) -> list[Result]:
+    alpha, gamma = (float(n.attrs[a]) if a in n.attrs else None for a in ("alpha", "gamma"))
+    return [cx.b.unary(cx.value(n.inputs[0]), "selu", alpha=alpha, beta=gamma, name=n.name)]
 
 
 @converter("HardSigmoid", attrs=("alpha", "beta"), doc="elementwise")
@@ -167,15 +178,41 @@ def _binary(cx: Importer, n: OnnxNode) -> list[Result]:
     return [method(a, b, name=n.name)]
 
 
-@converter("Sum", doc="any number of inputs, numpy broadcasting")
+def _times(cx: Importer, x: str, factor: str, name: str | None) -> str:
+    """Builder value ``x`` times ONNX value ``factor`` (broadcast to x): a per-axis constant is a
+    scale step, anything else a product."""
+    shape = cx.b.shape(x)
+    found = _vector(shape, cx.consts[factor]) if cx.is_const(factor) else None
+    if found is not None:
+        return cx.b.scale(x, cx.constant(found[0]), axis=found[1], name=name)
+    return cx.b.mul(x, cx.expanded(factor, shape), name=name)
+
+
+@converter("Sum", "Mean", doc="any number of inputs, numpy broadcasting")
 def _sum(cx: Importer, n: OnnxNode) -> list[Result]:
     _check_types(cx, n, n.inputs)
     cx.check_float(*n.inputs)
     shape = broadcast_shape(cx, n.inputs)
     out = cx.expanded(n.inputs[0], shape)
+    last = n.name if n.op == "Sum" else None
     for i, v in enumerate(n.inputs[1:], 2):
-        out = cx.b.add(out, cx.expanded(v, shape), name=n.name if i == len(n.inputs) else None)
-    return [out]
+        out = cx.b.add(out, cx.expanded(v, shape), name=last if i == len(n.inputs) else None)
+    if n.op == "Sum" or len(n.inputs) == 1:
+        return [out]
+    cx.consts[f"{n.name}.share"] = np.array(1.0 / len(n.inputs), np.dtype(cx.b.dtype))
+    return [_times(cx, out, f"{n.name}.share", n.name)]
+
+
+@converter("PRelu", doc="the slope a constant or computed value broadcast to the input (a scalar: LeakyRelu)")
+def _prelu(cx: Importer, n: OnnxNode) -> list[Result]:
+    x_name, slope = n.inputs
+    _check_types(cx, n, n.inputs)
+    cx.check_float(slope)
+    x = cx.value(x_name)
+    if cx.is_const(slope) and cx.consts[slope].size == 1:
+        return [cx.b.unary(x, "leaky_relu", alpha=float(cx.consts[slope].reshape(())), name=n.name)]
+    negative = _times(cx, cx.b.unary(x, "clip", beta=0.0), slope, None)  # slope * min(x, 0)
+    return [cx.b.add(cx.b.relu(x), negative, name=n.name)]
 
 
 @converter("Max", "Min",

@@ -1,5 +1,6 @@
-"""ONNX converters of normalizations (BatchNormalization, InstanceNormalization, LayerNormalization),
-reductions (ReduceMean/Sum/Max/Min), Pad and Resize."""
+"""ONNX converters of normalizations (BatchNormalization, InstanceNormalization, LayerNormalization,
+GroupNormalization), reductions (ReduceMean/Sum/Max/Min, of squares, L1, L2, LogSum, LogSumExp),
+Pad and Resize."""
 
 from __future__ import annotations
 
@@ -57,8 +58,14 @@ def _layer_norm(cx: Importer, n: OnnxNode) -> list[Result]:
 REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min"}
 
 
-@converter(*REDUCE, attrs=("axes", "keepdims", "noop_with_empty_axes"),
-           doc="axes as attribute or constant input, keepdims, noop_with_empty_axes")
+#: reductions of a function of the input: ONNX operator -> (function before, kind, function after)
+REDUCE_OF = {"ReduceSumSquare": ("square", "sum", None), "ReduceL2": ("square", "sum", "sqrt"),
+             "ReduceL1": ("abs", "sum", None), "ReduceLogSum": (None, "sum", "log")}
+
+
+@converter(*REDUCE, *REDUCE_OF, "ReduceLogSumExp", attrs=("axes", "keepdims", "noop_with_empty_axes"),
+           doc="axes as attribute or constant input, keepdims, noop_with_empty_axes; LogSumExp "
+               "shifted by the maximum (no overflow)")
 def _reduce(cx: Importer, n: OnnxNode) -> list[Result]:
     x = cx.value(n.inputs[0])
     rank = len(cx.b.shape(x))
@@ -67,8 +74,42 @@ def _reduce(cx: Importer, n: OnnxNode) -> list[Result]:
         if n.attrs.get("noop_with_empty_axes", 0):
             return [x]
         axes = list(range(rank))
+    axes = [a + rank if a < 0 else a for a in axes]
     keep = bool(n.attrs.get("keepdims", 1))
-    return [cx.b.reduce(x, REDUCE[n.op], [a + rank if a < 0 else a for a in axes], keep, name=n.name)]
+    if n.op in REDUCE:
+        return [cx.b.reduce(x, REDUCE[n.op], axes, keep, name=n.name)]
+    if n.op == "ReduceLogSumExp":
+        top = cx.b.reduce(x, "max", axes, True)
+        shifted = cx.b.sub(x, cx.b.broadcast(top, cx.b.shape(x)))
+        total = cx.b.unary(cx.b.reduce(cx.b.unary(shifted, "exp"), "sum", axes, True), "log")
+        out = cx.b.add(total, top)
+        return [out if keep else cx.b.reshape(out, [d for i, d in enumerate(cx.b.shape(x)) if i not in axes])]
+    before, kind, after = REDUCE_OF[n.op]
+    if before is not None:
+        x = cx.b.unary(x, "pow", alpha=2.0) if before == "square" else cx.b.unary(x, before)
+    out = cx.b.reduce(x, kind, axes, keep, name=None if after else n.name)
+    return [cx.b.unary(out, after, name=n.name) if after else out]
+
+
+@converter("GroupNormalization", attrs=("epsilon", "num_groups", "stash_type"),
+           doc="any rank >= 3, constant scale and bias per channel (opset 21) or per group (18)")
+def _group_norm(cx: Importer, n: OnnxNode) -> list[Result]:
+    x = cx.value(n.inputs[0])
+    shape = cx.b.shape(x)
+    groups, eps = int(n.attrs["num_groups"]), float(n.attrs.get("epsilon", 1e-5))
+    if len(shape) < 3 or groups < 1 or shape[1] % groups:
+        raise GraphError(f"num_groups {groups} must divide the channels of an input (N, C, ...), got {shape}")
+    scale, bias = cx.const(n, 1, "scale").reshape(-1), cx.const(n, 2, "bias").reshape(-1)
+    c = shape[1]
+    if scale.size == groups != c:  # opset 18: one scale and bias per group
+        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+    if scale.size != c or bias.size != c:
+        raise GraphError(f"scale {scale.shape} and bias {bias.shape} must have the {c} channels' elements")
+    grouped = cx.b.reshape(x, (shape[0], groups, -1))
+    ones, zeros = cx.constant(np.ones(groups)), cx.constant(np.zeros(groups))
+    normal = cx.b.reshape(cx.b.instance_norm(grouped, ones, zeros, eps), shape)
+    scaled = cx.b.scale(normal, cx.constant(scale), axis=1)
+    return [cx.b.bias_add(scaled, cx.constant(bias), axis=1, name=n.name)]
 
 
 @converter("Pad", attrs=("mode",), doc="constant, reflect and edge modes, constant pads and axes; a zero "

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from .ir import GraphError
-from .onnx_context import Importer
+from .onnx_context import Importer, unsupported
 from .onnx_fold import axes_of, constant_value, shape_result, slice_args, slice_bounds, squeezed, unsqueezed
 from .onnx_rewrite import OnnxNode
 from .onnx_table import Result, converter
@@ -41,6 +41,32 @@ def _transpose(cx: Importer, n: OnnxNode) -> list[Result]:
     rank = len(cx.b.shape(x))
     perm = cx.ints(n, "perm", range(rank - 1, -1, -1))
     return [x if perm == list(range(rank)) else cx.b.transpose(x, perm, name=n.name)]
+
+
+@converter("DepthToSpace", "SpaceToDepth", attrs=("blocksize", "mode"),
+           doc="4-D, modes DCR and CRD: a reshape, a transpose and a reshape")
+def _depth_space(cx: Importer, n: OnnxNode) -> list[Result]:
+    x = cx.value(n.inputs[0])
+    shape = cx.b.shape(x)
+    b, mode = int(n.attrs["blocksize"]), cx.text(n, "mode", "DCR")
+    if len(shape) != 4 or b < 1:
+        raise GraphError(f"needs a 4-D input and a blocksize >= 1, got {shape} and {b}")
+    if mode not in ("DCR", "CRD") or (n.op == "SpaceToDepth" and "mode" in n.attrs):
+        raise unsupported("mode", mode, "DepthToSpace takes DCR or CRD, SpaceToDepth none")
+    (batch, c, h, w) = shape
+    if n.op == "SpaceToDepth":
+        if h % b or w % b:
+            raise GraphError(f"blocksize {b} does not divide the spatial axes of {shape}")
+        blocks = cx.b.reshape(x, (batch, c, h // b, b, w // b, b))
+        moved = cx.b.transpose(blocks, (0, 3, 5, 1, 2, 4))
+        return [cx.b.reshape(moved, (batch, c * b * b, h // b, w // b), name=n.name)]
+    if c % (b * b):
+        raise GraphError(f"blocksize {b}: {b * b} does not divide the {c} channels")
+    if mode == "DCR":
+        blocks, perm = cx.b.reshape(x, (batch, b, b, c // (b * b), h, w)), (0, 3, 4, 1, 5, 2)
+    else:
+        blocks, perm = cx.b.reshape(x, (batch, c // (b * b), b, b, h, w)), (0, 1, 4, 2, 5, 3)
+    return [cx.b.reshape(cx.b.transpose(blocks, perm), (batch, c // (b * b), h * b, w * b), name=n.name)]
 
 
 @converter("Concat", attrs=("axis",), doc="any axis; constant inputs too")

@@ -38,6 +38,14 @@ UNARY_CASES = {
     "elu-0.7": ("Elu", {"alpha": 0.7}, X),
     "hardsigmoid": ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, X),
     "logsoftmax-axis1": ("LogSoftmax", {"axis": 1}, X),
+    "mish": ("Mish", {}, X),
+    "softsign": ("Softsign", {}, X),
+    "celu-default": ("Celu", {}, X),
+    "celu-0.5": ("Celu", {"alpha": 0.5}, X),
+    "selu-default": ("Selu", {}, X),
+    "selu-custom": ("Selu", {"alpha": 1.2, "gamma": 0.9}, X),
+    "thresholdedrelu-default": ("ThresholdedRelu", {}, X),
+    "thresholdedrelu-0.3": ("ThresholdedRelu", {"alpha": 0.3}, X),
 }
 
 
@@ -45,7 +53,8 @@ UNARY_CASES = {
 @pytest.mark.parametrize("case", list(UNARY_CASES))
 def test_unary_operators_match_onnxruntime(case: str) -> None:
     op, attrs, x = UNARY_CASES[case]
-    compare(model([node(op, ["x"], **attrs)], {"x": x}, ["y"]), {"x": x})
+    opset = 18 if op == "Mish" else 17  # Mish came with opset 18
+    compare(model([node(op, ["x"], **attrs)], {"x": x}, ["y"], opset=opset), {"x": x})
 
 
 @pytest.mark.requires("gcc")
@@ -64,6 +73,25 @@ def test_clip_bounds_as_attributes_become_one_unary_step() -> None:
     proto = model([node("Clip", ["x"], min=-1.0, max=2.0)], {"x": X}, ["y"], opset=17, check=False)
     graph = asc.from_onnx(proto)
     assert [(n.op, dict(n.attrs)) for n in graph.nodes] == [("unary", {"step": "clip:-1.0:2.0"})]
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(
+    ("slope", "computed"),
+    [(rand(3, 1, 1, seed=2), False), (_scalar(0.1), False), (rand(5, seed=3), False),
+     (rand(1, 3, 4, 5), True)],
+    ids=["per-channel", "scalar", "last-axis", "computed"],
+)
+def test_prelu_with_a_constant_or_computed_slope(slope: np.ndarray, computed: bool) -> None:
+    feeds = {"x": X, "s": slope} if computed else {"x": X}
+    compare(model([node("PRelu", ["x", "s"])], feeds, ["y"], None if computed else {"s": slope}), feeds)
+
+
+@pytest.mark.requires("gcc")
+def test_mean_of_three_inputs_with_broadcasting() -> None:
+    z = rand(3, 1, 5, seed=4)
+    feeds = {"x": X, "z": z}
+    compare(model([node("Mean", ["x", "z", "w"])], feeds, ["y"], {"w": rand(5, seed=5)}), feeds)
 
 
 @pytest.mark.requires("gcc")

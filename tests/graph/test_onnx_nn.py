@@ -143,12 +143,27 @@ def test_instance_normalization() -> None:
     compare(model(nodes, {"x": x}, ["y"], inits), {"x": x})
 
 
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize(("opset", "per"), [(21, "channel"), (18, "group")])
+def test_group_normalization_per_channel_and_per_group(opset: int, per: str) -> None:
+    x = rand(2, 6, 5, 4)
+    n = 6 if per == "channel" else 3
+    inits = {"s": rand(n, seed=1, low=0.5, high=1.5), "b": rand(n, seed=2)}
+    nodes = [node("GroupNormalization", ["x", "s", "b"], epsilon=1e-4, num_groups=3)]
+    compare(model(nodes, {"x": x}, ["y"], inits, opset=opset, check=False), {"x": x})
+
+
 REDUCES = {
     "mean-attr-axes": ("ReduceMean", 17, {"axes": [-1, 1]}, None),
     "sum-input-axes-drop": ("ReduceSum", 17, {"keepdims": 0}, np.array([0, 2], np.int64)),
     "max-all": ("ReduceMax", 17, {}, None),
     "min-opset18-input": ("ReduceMin", 18, {"keepdims": 0}, np.array([3], np.int64)),
     "mean-noop": ("ReduceMean", 18, {"noop_with_empty_axes": 1}, None),
+    "sumsquare-axes": ("ReduceSumSquare", 17, {"axes": [1, 3]}, None),
+    "l2-drop": ("ReduceL2", 17, {"axes": [2], "keepdims": 0}, None),
+    "l1-all": ("ReduceL1", 17, {}, None),
+    "logsumexp-keep": ("ReduceLogSumExp", 17, {"axes": [-1]}, None),
+    "logsumexp-drop-input": ("ReduceLogSumExp", 18, {"keepdims": 0}, np.array([1, 2], np.int64)),
 }
 
 

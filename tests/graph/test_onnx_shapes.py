@@ -146,6 +146,14 @@ def test_gather_of_an_embedding_table_at_int64_token_ids() -> None:
 
 
 @pytest.mark.requires("gcc")
+@pytest.mark.parametrize(("op", "attrs"), [("DepthToSpace", {}), ("DepthToSpace", {"mode": "CRD"}),
+                                           ("SpaceToDepth", {})], ids=["d2s-dcr", "d2s-crd", "s2d"])
+def test_depth_to_space_and_back(op: str, attrs: dict[str, str]) -> None:
+    x = rand(2, 8, 4, 6)
+    compare(model([node(op, ["x"], blocksize=2, **attrs)], {"x": x}, ["y"]), {"x": x})
+
+
+@pytest.mark.requires("gcc")
 def test_token_ids_reshaped_before_the_embedding_gather() -> None:
     """GPT-2's ``input_ids.view(-1, n)`` then the table: the ids go through Reshape, Unsqueeze and
     Squeeze before the Gather; the gather reads the input itself and its result is viewed."""
