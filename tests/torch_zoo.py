@@ -70,6 +70,28 @@ class Bert(nn.Module):
         return self.norm2(x + self.ff2(nn.functional.gelu(self.ff1(x))))
 
 
+class RobertaEmbeddings(nn.Module):
+    """RoBERTa's embeddings as transformers writes them: the ids viewed (GPT-2's ``view(-1, s)``),
+    position ids counted from the ids, past the padding ones (``cumsum(ids != pad) * mask +
+    pad``), three tables, LayerNorm and an attention by einsum."""
+
+    def __init__(self, vocab: int = 30, hidden: int = 16, seq: int = 8, pad: int = 1) -> None:
+        super().__init__()
+        self.pad = pad
+        self.tokens, self.positions = nn.Embedding(vocab, hidden), nn.Embedding(seq + pad + 1, hidden)
+        self.types = nn.Embedding(1, hidden)
+        self.register_buffer("type_ids", torch.zeros(1, seq, dtype=torch.long))
+        self.norm, self.q, self.k = nn.LayerNorm(hidden), nn.Linear(hidden, hidden), nn.Linear(hidden, hidden)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.view(-1, ids.shape[-1])
+        mask = ids.ne(self.pad).int()
+        positions = (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + self.pad
+        types = torch.gather(self.type_ids.expand(ids.shape[0], -1), 1, positions - positions)
+        x = self.norm(self.tokens(ids) + self.positions(positions) + self.types(types))
+        return torch.einsum("bid,bjd->bij", self.q(x), self.k(x)).softmax(-1)
+
+
 class LstmLm(nn.Module):
     """An LSTM language model: Embedding, 2-layer LSTM, Linear to the vocabulary."""
 
@@ -150,6 +172,7 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[], torch.Tensor]]] = 
     "dcgan_generator": (DcganGenerator, lambda: torch.randn(1, 16, 1, 1)),
     "dcgan_discriminator": (DcganDiscriminator, lambda: torch.randn(1, 3, 16, 16)),
     "bert": (Bert, lambda: torch.randint(0, 30, (1, 8))),
+    "roberta_embeddings": (RobertaEmbeddings, lambda: torch.tensor([[0, 5, 7, 9, 2, 1, 1, 1]])),
     "transformer_encoder_layer": (EncoderLayer, lambda: torch.randn(1, 6, 16)),
     "lstm_lm": (LstmLm, lambda: torch.randint(0, 20, (5, 1))),
     "gru": (Gru, lambda: torch.randn(1, 5, 6)),

@@ -36,7 +36,8 @@ class TensorBuilder(BuilderBase):
         unbounded), leaky_relu (alpha, default 0.01), hard_sigmoid (max(0, min(1, alpha * x +
         beta)); defaults 0.2, 0.5), elu (alpha, default 1.0), celu (alpha, default 1.0), selu
         (alpha, beta = gamma; ONNX's defaults), thresholded_relu (alpha, default 1.0), mish,
-        softsign, pow (x ** alpha, alpha required)."""
+        softsign, equal (1 where x == alpha, else 0), logical_not (1 where x == 0, else 0), pow
+        (x ** alpha, alpha required)."""
         shape = self.shape(x)
         step = _STEP_NAMES.get(fn, fn)
         params = () if fn in _OWN_OPS else FUNCTIONS[step].params if step in FUNCTIONS else None
@@ -89,6 +90,13 @@ class TensorBuilder(BuilderBase):
             out = [d for i, d in enumerate(out) if i not in picked]
         return self._add("reduce", (x,), tuple(out), name, kind=kind, axes=picked, keepdims=bool(keepdims))
 
+    def index_to_float(self, x: str, *, name: str | None = None) -> str:
+        """Integer input ``x`` in the graph's float type, for arithmetic on indices (RoBERTa's
+        position ids from its token ids): exact while the values stay below 2^24 in float32."""
+        if self.value_dtype(x) not in INDEX_DTYPES:
+            raise self._fail("index_to_float", name, f"{x!r} is {self.value_dtype(x)}, not an integer input")
+        return self._add("index_to_float", (x,), self.shape(x), name)
+
     def slice(
         self, x: str, starts: Sequence[int], ends: Sequence[int], steps: Sequence[int], *,
         name: str | None = None,
@@ -108,12 +116,15 @@ class TensorBuilder(BuilderBase):
         return self._add("slice", (x,), out, name, starts=begin, steps=step)
 
     def gather(self, data: str, indices: str, axis: int = 0, *, name: str | None = None) -> str:
-        """data's slices along ``axis`` at ``indices`` (an int64/int32 input; negative ones count from
-        the end): shape data.shape[:axis] + indices.shape + data.shape[axis + 1:]."""
+        """data's slices along ``axis`` at ``indices`` (an int64/int32 input, or a computed value
+        of whole numbers: :meth:`index_to_float`; negative ones count from the end): shape
+        data.shape[:axis] + indices.shape + data.shape[axis + 1:]."""
         shape, ind = self.shape(data), self.shape(indices)
-        if self.value_dtype(indices) not in INDEX_DTYPES:
+        computed = not self.is_constant(indices) and indices not in self._graph.inputs
+        if self.value_dtype(indices) not in INDEX_DTYPES and not computed:
             kind = self.value_dtype(indices)
-            raise self._fail("gather", name, f"indices {indices!r} are {kind}: they must be an int64 input")
+            raise self._fail("gather", name, f"indices {indices!r} are {kind}: they must be an int64 input "
+                             "(or whole numbers computed from one)")
         if self.value_dtype(data) in INDEX_DTYPES:
             kind = self.value_dtype(data)
             raise self._fail("gather", name, f"data {data!r} must be of the graph's type, not {kind}")

@@ -82,6 +82,14 @@ def _thresholded_relu_te(x: Expr, dtype: str, p: Params) -> Expr:
     return te.if_then_else(te.compare("gt", x, _c(p[0], dtype)), x, _c(0.0, dtype))
 
 
+def _equal_te(x: Expr, dtype: str, p: Params) -> Expr:
+    return te.if_then_else(te.compare("eq", x, _c(p[0], dtype)), _c(1.0, dtype), _c(0.0, dtype))
+
+
+def _logical_not_te(x: Expr, dtype: str, p: Params) -> Expr:
+    return te.if_then_else(te.compare("eq", x, _c(0.0, dtype)), _c(1.0, dtype), _c(0.0, dtype))
+
+
 def _pow_te(x: Expr, dtype: str, p: Params) -> Expr:
     return x * x if p[0] == 2.0 else te.pow(x, _c(p[0], dtype))
 
@@ -118,6 +126,8 @@ FUNCTIONS: dict[str, UnaryFn] = {
                         lambda x, p: x / (1.0 + np.abs(x))),
     "thresholded_relu": UnaryFn(("alpha",), (1.0,), _thresholded_relu_te,
                                 lambda x, p: np.where(x > p[0], x, 0.0)),
+    "equal": UnaryFn(("value",), (None,), _equal_te, lambda x, p: (x == p[0]).astype(np.float64)),
+    "logical_not": UnaryFn((), (), _logical_not_te, lambda x, p: (x == 0).astype(np.float64)),
     "pow_scalar": UnaryFn(("exponent",), (None,), _pow_te, lambda x, p: np.power(x, p[0])),
 }
 

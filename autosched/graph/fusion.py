@@ -197,7 +197,15 @@ def _slice(graph: Graph, node: Node, shape: Shape) -> Workload:
 @single_op("gather")
 def _gather(graph: Graph, node: Node, shape: Shape) -> Workload:
     outer, n, inner = view3(shape, node.attr("axis"))
-    return get_workload("gather", (outer, n, inner, math.prod(graph.shapes[node.inputs[1]]), graph.dtype))
+    m = math.prod(graph.shapes[node.inputs[1]])
+    if node.inputs[1] in graph.dtypes:  # an integer input
+        return get_workload("gather", (outer, n, inner, m, graph.dtype))
+    return get_workload("gather", (outer, n, inner, m, graph.dtype, graph.dtype))
+
+
+@single_op("index_to_float")
+def _index_to_float(graph: Graph, node: Node, shape: Shape) -> Workload:
+    return get_workload("index_to_float", (math.prod(shape), graph.dtype))
 
 
 @single_op("instance_norm")

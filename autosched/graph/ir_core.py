@@ -182,8 +182,9 @@ class BuilderBase:
     def _add(self, op: str, inputs: Sequence[str], shape: Shape, name: str | None, **attrs: Any) -> str:
         for v in inputs:
             self.shape(v)
-            if v in self._graph.dtypes and not (op == "gather" and v == inputs[1]):
-                what = f"{v!r} is {self._graph.dtypes[v]}: integer inputs are read only as gather indices"
+            if v in self._graph.dtypes and not (op == "gather" and v == inputs[1]) and op != "index_to_float":
+                what = (f"{v!r} is {self._graph.dtypes[v]}: integer inputs are read only as gather indices "
+                        "(or by index_to_float)")
                 raise self._fail(op, name, what)
         what = f"{op} {name!r} output" if name else f"{op} output"
         self._fits(what, shape, self._graph.dtype, lasting=False, view=op == "reshape")

@@ -188,24 +188,43 @@ def slice_(shape: str, starts: str, ends: str, steps: str, dtype: str = "float32
 
 def _gather_ref(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     n = data.shape[1]
-    picked = np.clip(np.where(indices < 0, indices + n, indices), 0, n - 1)
+    whole = np.rint(indices).astype(np.int64) if indices.dtype.kind == "f" else indices
+    picked = np.clip(np.where(whole < 0, whole + n, whole), 0, n - 1)
     return np.take(data, picked, axis=1)
 
 
 @workload("gather", reference=_gather_ref, flops=_no_flops)
-def gather(outer: int, n: int, inner: int, m: int, dtype: str = "float32") -> list[Tensor]:
-    """out(outer, m, inner) = data(outer, n, inner)[:, indices(m), :]: indices int64, negative
+def gather(
+    outer: int, n: int, inner: int, m: int, dtype: str = "float32", index_dtype: str = "int64"
+) -> list[Tensor]:
+    """out(outer, m, inner) = data(outer, n, inner)[:, indices(m), :]: indices int64 (an input), or
+    whole numbers in the graph's float type (computed from one: position ids), rounded; negative
     ones counting from the end, out-of-range ones clamped to [0, n)."""
     check_positive("gather", outer=outer, n=n, inner=inner, m=m)
+    if index_dtype not in ("int64", dtype):
+        raise ValueError(f"gather: index_dtype must be int64 or {dtype}, got {index_dtype!r}")
     data = te.placeholder((outer, n, inner), dtype, name="data")
-    indices = te.placeholder((m,), "int64", name="indices")
+    indices = te.placeholder((m,), index_dtype, name="indices")
 
     def body(o: Expr, j: Expr, i: Expr) -> Expr:
-        v = indices[j]
+        v = indices[j] if index_dtype == "int64" else te.floor(indices[j] + 0.5).astype("int64")
         wrapped = te.if_then_else(v < 0, v + n, v)
         return data[o, te.min(te.max(wrapped, te.const(0, "int64")), te.const(n - 1, "int64")), i]
 
     return [data, indices, te.compute((outer, m, inner), body, name="gather")]
 
 
-SCHEDULES.update(reduce=reduce_cpu, slice=rows_cpu, gather=rows_cpu)
+def _to_float_ref(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float64)
+
+
+@workload("index_to_float", reference=_to_float_ref, flops=_no_flops)
+def index_to_float(m: int, dtype: str = "float32") -> list[Tensor]:
+    """An integer input's m values in the graph's float type, for arithmetic on them (exact below
+    2^24 in float32)."""
+    check_positive("index_to_float", m=m)
+    x = te.placeholder((m,), "int64", name="x")
+    return [x, te.compute((m,), lambda i: x[i].astype(dtype), name="as_float")]
+
+
+SCHEDULES.update(reduce=reduce_cpu, slice=rows_cpu, gather=rows_cpu, index_to_float=rows_cpu)

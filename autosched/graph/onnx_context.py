@@ -31,6 +31,7 @@ class Importer:
         self.needed: set[str] = set()  # the values something reads (later nodes, the graph's outputs)
         #: an integer input seen through a Reshape/Flatten/Squeeze/Unsqueeze: (the input, the shape)
         self.index_views: dict[str, tuple[str, Shape]] = {}
+        self.index_floats: dict[str, str] = {}  # an integer input -> its index_to_float value
 
     def convert(self, n: OnnxNode) -> None:
         """Add node ``n`` to the graph (or compute it, if its inputs are constants: shapes computed
@@ -112,6 +113,29 @@ class Importer:
     def constant(self, array: np.ndarray, name: str | None = None) -> str:
         """A new graph constant in the graph's type."""
         return self.b.constant(np.asarray(array, dtype=self.b.dtype), name)
+
+    def is_index(self, name: str) -> bool:
+        """Whether ONNX value ``name`` is of an integer or boolean type (indices and their
+        arithmetic, which the graph computes in its float type: whole numbers, exact below 2^24 in
+        float32)."""
+        return np.dtype(self.dtype(name)).kind in "iub"
+
+    def index_value(self, name: str, shape: Shape | None = None) -> str:
+        """The builder value of integer ONNX value ``name`` in the graph's float type (an integer
+        input converted once, a constant as floats), broadcast to ``shape`` if given."""
+        if name in self.consts:
+            array = self.consts[name].astype(np.float64)
+            return self.constant(array if shape is None else np.broadcast_to(array, shape))
+        if name in self.index_views:  # a view of an integer input: the view of its floats
+            source, view = self.index_views[name]
+            value = self.b.reshape(self.index_value(source), view)
+            return value if shape is None or view == shape else self.b.broadcast(value, shape)
+        value = self.value(name)
+        if self.b.value_dtype(value) in INDEX_DTYPES:
+            if value not in self.index_floats:
+                self.index_floats[value] = self.b.index_to_float(value)
+            value = self.index_floats[value]
+        return value if shape is None or self.b.shape(value) == shape else self.b.broadcast(value, shape)
 
     def expanded(self, name: str, shape: Shape) -> str:
         """ONNX value ``name`` at ``shape``: a constant repeated now, a computed value by a kernel."""

@@ -110,12 +110,18 @@ def _dropout(cx: Importer, n: OnnxNode) -> list[Result]:
 
 
 @converter("Cast", attrs=("to", "saturate"),
-           doc="of a computed value to the graph's float type (a copy); any cast of constants")
+           doc="of a computed value to the graph's float type (a copy), of computed integers to integer "
+               "types, bool or the float type; any cast of constants")
 def _cast(cx: Importer, n: OnnxNode) -> list[Result]:
     from onnx import helper  # optional dependency; from_onnx said what to install
 
     to = np.dtype(helper.tensor_dtype_to_np_dtype(int(n.attrs["to"]))).name
     got = cx.dtype(n.inputs[0])
+    if cx.is_index(n.inputs[0]) and (np.dtype(to).kind in "iu" or to == cx.b.dtype):
+        return [cx.index_value(n.inputs[0])]  # whole numbers stay as they are
+    if cx.is_index(n.inputs[0]) and to == "bool":  # x != 0
+        nonzero = cx.b.unary(cx.b.unary(cx.index_value(n.inputs[0]), "logical_not"), "logical_not")
+        return [nonzero]
     if to != cx.b.dtype or got != cx.b.dtype:
         raise GraphError(f"a cast of the computed value {n.inputs[0]!r} from {got} to {to} is not supported "
                          f"({FLOATS})")
@@ -155,10 +161,16 @@ def _vector(shape: Shape, c: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 @converter("Add", "Sub", "Mul", "Div", doc="numpy broadcasting; a scalar or per-axis constant becomes a "
-           "fused bias or scale")
+           "fused bias or scale; Add, Sub and Mul of integers computed from an integer input too")
 def _binary(cx: Importer, n: OnnxNode) -> list[Result]:
     _check_types(cx, n, n.inputs)
     x_name, y_name = n.inputs
+    if cx.is_index(x_name) and cx.is_index(y_name):  # integers computed from an integer input
+        if n.op == "Div":
+            raise GraphError("integer division of computed values is not supported")
+        shape = broadcast_shape(cx, (x_name, y_name))
+        method = {"Add": cx.b.add, "Sub": cx.b.sub, "Mul": cx.b.mul}[n.op]
+        return [method(cx.index_value(x_name, shape), cx.index_value(y_name, shape), name=n.name)]
     if n.op in ("Add", "Mul") and cx.is_const(x_name) and not cx.is_const(y_name):
         x_name, y_name = y_name, x_name
     if cx.is_const(y_name) and not cx.is_const(x_name):

@@ -14,13 +14,23 @@ type is one GraphError naming it, its node and its type.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from . import onnx_conv, onnx_einsum, onnx_elementwise, onnx_matmul, onnx_norm, onnx_rnn, onnx_shape  # noqa: F401 (converters)
+from . import (  # noqa: F401 (converters)
+    onnx_conv,
+    onnx_einsum,
+    onnx_elementwise,
+    onnx_index,
+    onnx_matmul,
+    onnx_norm,
+    onnx_rnn,
+    onnx_shape,
+)
 from .ir import Graph, GraphBuilder, GraphError
 from .onnx_checks import check_size, check_structure, load_initializers
 from .onnx_context import FLOATS, INDEX_VIEWS, Importer
@@ -99,21 +109,41 @@ def _type_name(elem_type: int) -> str:
         return TensorProto.DataType.Name(elem_type) if known else f"element type {elem_type}"
 
 
-def _not_an_index(value: str, nodes: Sequence[OnnxNode]) -> OnnxNode | None:
-    """The first node reading ``value`` (or a view of it: :data:`INDEX_VIEWS`) otherwise than as
-    the indices of a Gather, or None."""
+#: operators computing on integers (indices) that a graph's integer input may reach a Gather through
+INDEX_ARITHMETIC = frozenset({"Equal", "Not", "Cast", "CumSum", "Add", "Sub", "Mul"})
+
+
+def _not_an_index(value: str, nodes: Sequence[OnnxNode], is_int: Callable[[str], bool]) -> OnnxNode | None:
+    """The first node reading ``value`` (or a view of it, or integers computed from it) otherwise
+    than as the indices of a Gather (or GatherElements), or None. ``is_int(v)``: whether ONNX value
+    ``v`` is of an integer or boolean type."""
     readers = [(n, i) for n in nodes for i, v in enumerate(n.inputs) if v == value]
     for n, i in readers:
-        if n.op in INDEX_VIEWS and i == 0:
-            below = _not_an_index(n.outputs[0], nodes)
+        if n.op in ("Gather", "GatherElements") and i == 1:
+            continue
+        integers = n.op in INDEX_ARITHMETIC and all(is_int(v) for v in n.inputs if v)
+        if n.op in INDEX_VIEWS and i == 0 or integers:
+            if n.op == "Cast" and not is_int(n.outputs[0]):
+                continue  # whole numbers in the float type: ordinary data from here on
+            below = _not_an_index(n.outputs[0], nodes, is_int)
             if below is not None:
                 return below
-        elif n.op != "Gather" or i != 1:
+        else:
             return n
     return None
 
 
-def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray], nodes: Sequence[OnnxNode]) -> str:
+def _is_int(consts: Mapping[str, np.ndarray], types: Mapping[str, Any], value: str) -> bool:
+    """Whether ONNX value ``value`` (a constant, or typed in ``types``) is of an integer or boolean type."""
+    if value in consts:
+        return consts[value].dtype.kind in "iub"
+    t = types.get(value)
+    elem = t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else 0
+    return bool(elem) and _type_name(elem) in (*INDEX_TYPES, "int8", "int16", "uint8", "bool")
+
+
+def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray], nodes: Sequence[OnnxNode],
+                 types: Mapping[str, Any]) -> str:
     """The type the graph computes in (its float inputs' and outputs'); GraphError naming the input
     or output, its node and its type where one is of another type or of one networks do not run
     (an int64/int32 input read only as Gather indices is allowed)."""
@@ -129,11 +159,11 @@ def _graph_dtype(proto: Any, consts: Mapping[str, np.ndarray], nodes: Sequence[O
             continue
         name = _type_name(elem)
         if kind == "input" and name in INDEX_TYPES:
-            first = _not_an_index(value.name, nodes)
+            first = _not_an_index(value.name, nodes, functools.partial(_is_int, consts, types))
             if first is None:
                 continue
             raise GraphError(f"input {value.name!r} of node {first.name!r} is {name}: {FLOATS} (an integer "
-                             "input may only be Gather indices, reshaped or not)")
+                             "input may only end as Gather indices: viewed, or through integer arithmetic)")
         if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE) or name != (dtype or name):
             nodes_of = {v: n.name for v, n in reader.items()} if kind == "input" else writer
             node = f" of node {nodes_of[value.name]!r}" if value.name in nodes_of else ""
@@ -190,7 +220,7 @@ def from_onnx(model: Any, shapes: Mapping[str, Sequence[int]] | None = None) -> 
              for name, (shape, elem) in inputs.items()}
     outputs = [o.name for o in proto.graph.output]
     nodes = prune(fold(_nodes(proto), consts, types, opset), outputs)
-    dtype = _graph_dtype(proto, consts, nodes)
+    dtype = _graph_dtype(proto, consts, nodes, types)
     nodes = fold_batch_norm(find_gelu(nodes, consts), consts, frozenset(outputs))
     nodes = fold_pad(nodes, consts, set(outputs))
     b = GraphBuilder(proto.graph.name or "model", dtype)

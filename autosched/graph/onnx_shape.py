@@ -231,12 +231,12 @@ def _shape(cx: Importer, n: OnnxNode) -> list[Result]:
 #: attributes they take
 FOLD_ONLY = {
     "Constant": ("value", "value_float", "value_floats", "value_int", "value_ints"),
-    "ConstantOfShape": ("value",), "Range": (), "Equal": (), "Less": (), "Greater": (), "LessOrEqual": (),
-    "GreaterOrEqual": (), "Not": (), "And": (), "Or": (), "Xor": (), "Mod": ("fmod",), "Floor": (),
+    "ConstantOfShape": ("value",), "Range": (), "Less": (), "Greater": (), "LessOrEqual": (),
+    "GreaterOrEqual": (), "And": (), "Or": (), "Xor": (), "Mod": ("fmod",), "Floor": (),
     "Ceil": (), "Round": (), "Sign": (), "NonZero": (),
     "ReduceProd": ("axes", "keepdims", "noop_with_empty_axes"),
     "ArgMax": ("axis", "keepdims", "select_last_index"), "ArgMin": ("axis", "keepdims", "select_last_index"),
-    "Trilu": ("upper",), "CumSum": ("exclusive", "reverse"), "OneHot": ("axis",), "EyeLike": ("dtype", "k"),
+    "Trilu": ("upper",), "OneHot": ("axis",), "EyeLike": ("dtype", "k"),
 }
 
 
