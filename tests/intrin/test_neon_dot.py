@@ -1,0 +1,171 @@
+"""NEON dot products (Armv8.2 ``sdot`` / ``udot``) through tensorize: the portable C path bit-exact
+against numpy on any CPU; the kernels cross-built by the board builder for an aarch64 target
+whose ``-mattr`` names ``asimddp``, run under ``qemu-aarch64 -cpu max`` (and on a board over a real
+sshd), the instructions in their disassembly; the refusal on a CPU without dotprod
+(``-cpu cortex-a53``), where the portable build still runs; and bad input refused in one line
+before any C runs."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autosched as asc
+from autosched.boards import Board, BoardPool, RemoteBuilder
+from autosched.hardware import host_arch
+from autosched.intrin.dot import dot_intrin, numpy_reference, pack_b, packed_tensors
+from autosched.intrin.isa import c_cpu_check
+from autosched.intrin.lowp import matmul_lowp, pick_path
+from autosched.ops.schedules import default_schedule
+from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
+
+CROSS = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"
+DOT = CROSS + " -mattr=asimddp"  # kernels may use sdot/udot
+RNG = np.random.default_rng(11)
+
+
+def _operands(kind: str, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random A and (unpacked) B of ``kind``, with the extreme products in row 0 and column 0."""
+    lo, dt = (-128, np.int8) if kind == "sdot" else (0, np.uint8)
+    a = RNG.integers(lo, lo + 256, (m, k)).astype(dt)
+    b = RNG.integers(lo, lo + 256, (k, n)).astype(dt)
+    a[0, :], b[:, 0] = lo if kind == "sdot" else 255, lo if kind == "sdot" else 255  # (-128)^2, 255^2
+    return a, b
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("kind", ["sdot", "udot"])
+@pytest.mark.parametrize("m, kc", [(12, 64), (13, 128)])  # two k blocks (update); a partial row tile
+def test_portable_sdot_udot_paths_are_bit_exact(kind: str, m: int, kc: int) -> None:
+    a, b = _operands(kind, m, 32, 128)
+    T = packed_tensors(m, 32, 128, kind)
+    f = asc.build(matmul_lowp(T, "c -num-threads=1", path="portable", mr=4, kc=kc), T, "c -num-threads=1")
+    c = np.zeros((m, 32), np.int32)
+    f(a, pack_b(b, 4), c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+
+
+def _cross_build(kind: str, shape: tuple[int, int, int], target: str, tmp: Path) -> tuple[Path, asc.Task]:
+    """The board builder's static aarch64 executable of ``matmul_lowp`` with its default schedule,
+    in a new folder under ``tmp``."""
+    task = asc.Task("matmul_lowp", (*shape, kind), target=target)
+    s, _ = default_schedule(task.workload, target)
+    (built,) = RemoteBuilder(cache_dir=tmp / "cache").build([MeasureInput(task, s.steps)])
+    assert built.error_no == MeasureErrorNo.NO_ERROR and built.lib_path, built.error_msg
+    exe = tmp / f"{kind}-{len(list(tmp.glob(f'{kind}-*')))}" / "candidate"
+    exe.parent.mkdir()
+    exe.write_bytes(gzip.decompress(Path(built.lib_path).read_bytes()))
+    exe.chmod(0o755)
+    return exe, task
+
+
+def _run(exe: Path, cpu: str, a: np.ndarray, b_packed: np.ndarray) -> subprocess.CompletedProcess[str]:
+    """Run the board executable under qemu-aarch64 emulating ``cpu`` (writes out0.bin beside it)."""
+    a.tofile(exe.parent / "in0.bin")
+    b_packed.tofile(exe.parent / "in1.bin")
+    args = ["qemu-aarch64", "-cpu", cpu, str(exe), str(exe.parent), "1", "1", "0", "0", "0"]
+    return subprocess.run(args, cwd=exe.parent, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump", "qemu-aarch64")
+@pytest.mark.parametrize("kind, shape", [("sdot", (16, 48, 256)), ("udot", (13, 32, 68))])
+def test_neon_dot_kernels_run_under_qemu_bit_exact(
+    kind: str, shape: tuple[int, int, int], tmp_path: Path
+) -> None:
+    assert pick_path(kind, DOT) == "dot" and pick_path(kind, CROSS) == "portable"
+    exe, _ = _cross_build(kind, shape, DOT, tmp_path)
+    m, n, k = shape
+    a, b = _operands(kind, m, n, k)
+    run = _run(exe, "max", a, pack_b(b, 4))
+    assert run.returncode == 0, run.stderr
+    c = np.fromfile(exe.parent / "out0.bin", np.int32).reshape(m, n)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    dis = subprocess.run(
+        ["aarch64-linux-gnu-objdump", "-d", str(exe)], capture_output=True, text=True, check=True
+    )
+    used = {w for line in dis.stdout.splitlines() for w in line.split("\t")[2:3]}
+    assert kind in used and ({"sdot", "udot"} - {kind}).isdisjoint(used)
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc", "qemu-aarch64")
+def test_a_cpu_without_dotprod_refuses_the_kernel_and_runs_the_portable_one(tmp_path: Path) -> None:
+    shape = (8, 16, 32)
+    a, b = _operands("udot", 8, 16, 32)
+    exe, task = _cross_build("udot", shape, DOT, tmp_path)
+    run = _run(exe, "cortex-a53", a, pack_b(b, 4))
+    assert run.returncode == 5 and not (exe.parent / "out0.bin").exists()
+    (line,) = run.stderr.strip().splitlines()
+    assert f"kernel '{task.func_name}' uses CPU extension(s) asimddp, which this CPU lacks" in line
+    plain, _ = _cross_build("udot", shape, CROSS, tmp_path)  # no -mattr: the portable C path
+    run = _run(plain, "cortex-a53", a, pack_b(b, 4))
+    assert run.returncode == 0, run.stderr
+    c = np.fromfile(plain.parent / "out0.bin", np.int32).reshape(8, 16)
+    np.testing.assert_array_equal(c, numpy_reference(a, pack_b(b, 4), "udot"))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from sshd_board import running_lab
+
+    with running_lab(tmp_path_factory.mktemp("ssh"), "board") as the_lab:
+        yield the_lab
+
+
+@pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
+def test_sdot_matmul_on_a_board_checked_there_and_refused_without_dotprod(lab: object) -> None:
+    task = asc.Task("matmul_lowp", (16, 32, 64, "sdot"), target=DOT)
+    s, _ = default_schedule(task.workload, DOT)
+    option = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=60.0)
+    outcomes = {}
+    for cpu in ("max", "cortex-a53"):
+        board = Board("board", workdir=lab.workdir(cpu), launcher=("qemu-aarch64", "-cpu", cpu))  # type: ignore[attr-defined]
+        with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:  # type: ignore[attr-defined]
+            inp = MeasureInput(task, s.steps)
+            (outcomes[cpu],) = runner.run([inp], runner.make_builder(option).build([inp]))
+    assert outcomes["max"].error_no == MeasureErrorNo.NO_ERROR, outcomes["max"].error_msg  # checked vs numpy
+    refused = outcomes["cortex-a53"]
+    assert refused.error_no == MeasureErrorNo.RUNTIME_ERROR and "status 5" in refused.error_msg
+    assert "uses CPU extension(s) asimddp, which this CPU lacks" in refused.error_msg
+
+
+@pytest.mark.requires("gcc")
+def test_bad_input_is_refused_in_one_line_before_any_c_runs() -> None:
+    T = packed_tensors(8, 16, 32, "udot")
+    f = asc.build(matmul_lowp(T, "c", path="portable", mr=4, kc=32), T, "c")
+    a, b = _operands("sdot", 8, 16, 32)  # int8 where udot takes uint8
+    c = np.full((8, 16), 7, np.int32)
+    with pytest.raises(TypeError, match="argument 0 'A': expected dtype uint8, got int8"):
+        f(a, pack_b(b.view(np.uint8), 4), c)
+    assert (c == 7).all()  # the kernel did not run
+    with pytest.raises(ValueError, match="kc must be a positive multiple of 4 for sdot, got 30"):
+        dot_intrin("sdot", 4, 30)
+    with pytest.raises(ValueError, match="N=40 must divide by 16 and K=64 by 4"):
+        packed_tensors(8, 40, 64, "udot")
+    with pytest.raises(ValueError, match="N=24 must divide by 16"):
+        pack_b(np.zeros((8, 24), np.int8), 4)
+    S = packed_tensors(8, 16, 32, "sdot")
+    if host_arch() == "x86_64":
+        with pytest.raises(
+            ValueError, match="the dot path of sdot runs on aarch64, not on this x86_64 target"
+        ):
+            matmul_lowp(S, "c", path="dot")
+    with pytest.raises(ValueError, match="path must be dot or portable for sdot, got 'amx'"):
+        matmul_lowp(S, DOT, path="amx")
+    with pytest.raises(ValueError, match="is not a C identifier"):
+        c_cpu_check(("asimddp",), 'x"); system("')
+
+
+def test_target_extensions_pick_the_neon_path_only_for_aarch64() -> None:
+    assert pick_path("sdot", DOT) == "dot" and pick_path("udot", DOT) == "dot"
+    if host_arch() == "x86_64":
+        assert pick_path("sdot", "c -mattr=asimddp") == "portable"  # an x86 target has no sdot
+    assert pick_path("vnni", DOT.replace("asimddp", "avx512_vnni")) == "portable"
+    assert pick_path("sdot", CROSS + " -mattr=none") == "portable"
+    T = packed_tensors(4, 16, 16, "sdot")
+    src = asc.emit(matmul_lowp(T, DOT), T, DOT)
+    assert 'asc_cpu_extensions[] = "asimddp"' in src and "vdotq_s32" in src
