@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import subprocess
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +20,11 @@ import autosched as asc
 from autosched.boards import Board, BoardPool, RemoteBuilder
 from autosched.hardware import host_arch
 from autosched.intrin.dot import dot_intrin, numpy_reference, pack_b, packed_tensors
-from autosched.intrin.isa import c_cpu_check
+from autosched.intrin.isa import c_cpu_check, steps_extensions
 from autosched.intrin.lowp import matmul_lowp, pick_path
 from autosched.ops.schedules import default_schedule
-from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
+from autosched.records import Record, RecordWarning, append_records, best_record
+from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 
 CROSS = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"
 DOT = CROSS + " -mattr=asimddp"  # kernels may use sdot/udot
@@ -169,3 +171,17 @@ def test_target_extensions_pick_the_neon_path_only_for_aarch64() -> None:
     T = packed_tensors(4, 16, 16, "sdot")
     src = asc.emit(matmul_lowp(T, DOT), T, DOT)
     assert 'asc_cpu_extensions[] = "asimddp"' in src and "vdotq_s32" in src
+
+
+def test_an_aarch64_boards_sdot_record_is_best_on_any_host(tmp_path: Path) -> None:
+    task = asc.Task("matmul_lowp", (16, 32, 64, "sdot"), target=DOT)
+    s, _ = default_schedule(task.workload, DOT)
+    assert steps_extensions(s.steps) == ("asimddp",)
+    plain = asc.create_schedule(task.workload.outputs)
+    log = tmp_path / "board.jsonl"
+    fast = Record.from_measure(MeasureInput(task, s.steps), MeasureResult((1e-6,)))
+    slow = Record.from_measure(MeasureInput(task, plain.steps), MeasureResult((1e-3,)))
+    append_records(log, [fast, slow])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordWarning)  # not passed over for this CPU's lack of asimddp
+        assert best_record(log, task).steps == tuple(s.steps)
