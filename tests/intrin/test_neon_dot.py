@@ -185,3 +185,18 @@ def test_an_aarch64_boards_sdot_record_is_best_on_any_host(tmp_path: Path) -> No
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecordWarning)  # not passed over for this CPU's lack of asimddp
         assert best_record(log, task).steps == tuple(s.steps)
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc")
+@pytest.mark.parametrize(
+    "kind, target", [("sdot", DOT.replace("=1", "=2")), ("udot", DOT + " -mcpu=cortex-a53")]
+)
+def test_neon_dot_kernels_build_without_warnings(kind: str, target: str, tmp_path: Path) -> None:
+    T = packed_tensors(24, 32, 64, kind)
+    (tmp_path / "k.c").write_text(asc.emit(matmul_lowp(T, target), T, target))
+    t = asc.Target.parse(target)  # cortex-a53 (Armv8.0): only the intrinsic's function has dotprod
+    flags = [*t.cflags(shared=False), "-Wall", "-Wextra", "-Werror", "-c", "-o", str(tmp_path / "k.o")]
+    cc = subprocess.run(
+        [str(t.cc), *flags, str(tmp_path / "k.c")], capture_output=True, text=True, timeout=120
+    )
+    assert cc.returncode == 0, cc.stderr
