@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sshd_board import SshLab, running_lab
 
 import autosched as asc
 from autosched.boards import Board, BoardPool, RemoteBuilder
@@ -36,7 +37,8 @@ def _operands(kind: str, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray
     lo, dt = (-128, np.int8) if kind == "sdot" else (0, np.uint8)
     a = RNG.integers(lo, lo + 256, (m, k)).astype(dt)
     b = RNG.integers(lo, lo + 256, (k, n)).astype(dt)
-    a[0, :], b[:, 0] = lo if kind == "sdot" else 255, lo if kind == "sdot" else 255  # (-128)^2, 255^2
+    extreme = -128 if kind == "sdot" else 255  # the largest products: (-128)^2, 255^2
+    a[0, :], b[:, 0] = extreme, extreme
     return a, b
 
 
@@ -111,22 +113,20 @@ def test_a_cpu_without_dotprod_refuses_the_kernel_and_runs_the_portable_one(tmp_
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from sshd_board import running_lab
-
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
     with running_lab(tmp_path_factory.mktemp("ssh"), "board") as the_lab:
         yield the_lab
 
 
 @pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
-def test_sdot_matmul_on_a_board_checked_there_and_refused_without_dotprod(lab: object) -> None:
+def test_sdot_matmul_on_a_board_checked_there_and_refused_without_dotprod(lab: SshLab) -> None:
     task = asc.Task("matmul_lowp", (16, 32, 64, "sdot"), target=DOT)
     s, _ = default_schedule(task.workload, DOT)
     option = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=60.0)
     outcomes = {}
     for cpu in ("max", "cortex-a53"):
-        board = Board("board", workdir=lab.workdir(cpu), launcher=("qemu-aarch64", "-cpu", cpu))  # type: ignore[attr-defined]
-        with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:  # type: ignore[attr-defined]
+        board = Board("board", workdir=lab.workdir(cpu), launcher=("qemu-aarch64", "-cpu", cpu))
+        with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:
             inp = MeasureInput(task, s.steps)
             (outcomes[cpu],) = runner.run([inp], runner.make_builder(option).build([inp]))
     assert outcomes["max"].error_no == MeasureErrorNo.NO_ERROR, outcomes["max"].error_msg  # checked vs numpy
