@@ -1,7 +1,7 @@
 """NEON dot products (Armv8.2 ``sdot`` / ``udot``) through tensorize: the portable C path bit-exact
 against numpy on any CPU; the kernels cross-built by the board builder for an aarch64 target
-whose ``-mattr`` names ``asimddp``, run under ``qemu-aarch64 -cpu max`` (and on a board over a real
-sshd), the instructions in their disassembly; the refusal on a CPU without dotprod
+whose ``-mattr`` names ``asimddp``, run under ``qemu-aarch64 -cpu max`` (and tuned on a board over
+a real sshd), the instructions in their disassembly; the refusal on a CPU without dotprod
 (``-cpu cortex-a53``), where the portable build still runs; and bad input refused in one line
 before any C runs."""
 
@@ -24,7 +24,7 @@ from autosched.intrin.dot import dot_intrin, numpy_reference, pack_b, packed_ten
 from autosched.intrin.isa import c_cpu_check, steps_extensions
 from autosched.intrin.lowp import matmul_lowp, pick_path
 from autosched.ops.schedules import default_schedule
-from autosched.records import Record, RecordWarning, append_records, best_record
+from autosched.records import Record, RecordWarning, append_records, best_record, load_records
 from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption, MeasureResult
 
 CROSS = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"
@@ -119,18 +119,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
 
 
 @pytest.mark.requires("sshd", "aarch64-linux-gnu-gcc", "qemu-aarch64")
-def test_sdot_matmul_on_a_board_checked_there_and_refused_without_dotprod(lab: SshLab) -> None:
+def test_sdot_matmul_tunes_on_a_board_and_is_refused_without_dotprod(lab: SshLab, tmp_path: Path) -> None:
     task = asc.Task("matmul_lowp", (16, 32, 64, "sdot"), target=DOT)
-    s, _ = default_schedule(task.workload, DOT)
     option = MeasureOption(repeat=2, min_repeat_ms=1.0, run_timeout=60.0)
-    outcomes = {}
-    for cpu in ("max", "cortex-a53"):
-        board = Board("board", workdir=lab.workdir(cpu), launcher=("qemu-aarch64", "-cpu", cpu))
-        with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:
-            inp = MeasureInput(task, s.steps)
-            (outcomes[cpu],) = runner.run([inp], runner.make_builder(option).build([inp]))
-    assert outcomes["max"].error_no == MeasureErrorNo.NO_ERROR, outcomes["max"].error_msg  # checked vs numpy
-    refused = outcomes["cortex-a53"]
+    log = tmp_path / "board.jsonl"
+    board = Board("board", workdir=lab.workdir("max"), launcher=("qemu-aarch64", "-cpu", "max"))
+    with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:
+        result = asc.tune(task, trials=3, log=log, tuner="random", seed=1, runner=runner, remeasure=0)
+    assert result.valid_trials == 3, result.errors  # each checked against numpy's int32 matmul
+    sdot = [r for r in load_records(log) if steps_extensions(r.steps) == ("asimddp",)]
+    assert sdot and all(r.ok for r in sdot)  # the hand-written default: the sdot kernel, run on the board
+    s, _ = default_schedule(task.workload, DOT)
+    inp = MeasureInput(task, s.steps)
+    board = Board("board", workdir=lab.workdir("a53"), launcher=("qemu-aarch64", "-cpu", "cortex-a53"))
+    with BoardPool([board], option, ssh_config=str(lab.ssh_config)) as runner:
+        (refused,) = runner.run([inp], runner.make_builder(option).build([inp]))
     assert refused.error_no == MeasureErrorNo.RUNTIME_ERROR and "status 5" in refused.error_msg
     assert "uses CPU extension(s) asimddp, which this CPU lacks" in refused.error_msg
 
