@@ -23,7 +23,6 @@ from ..dtypes import numpy_dtype
 from ..te.buffer import decl_buffer
 from ..te.intrin import CImpl, TensorIntrin, decl_tensor_intrin
 from .neon_dot import ATTRIBUTE as NEON_ATTRIBUTE
-from .neon_dot import HEAD as NEON_HEAD
 from .neon_dot import neon_vector
 
 LANES = 16  # output columns per call: one 512-bit vector of int32 or float32 (four NEON vectors)
@@ -177,7 +176,7 @@ def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False) -> TensorInt
     if portable:
         vector = None
     elif d.machine == "aarch64":
-        vector = NEON_HEAD + "\n" + neon_vector(f"asc_dot_{tag}_v", d.a_dtype == "int8", mr, kc)
+        vector = neon_vector(f"asc_dot_{tag}_v", d.a_dtype == "int8", mr, kc)
     else:
         vector = "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc)
     return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires)

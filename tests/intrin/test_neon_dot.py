@@ -29,6 +29,8 @@ from autosched.runner.measure import MeasureErrorNo, MeasureInput, MeasureOption
 
 CROSS = "c -cc=aarch64-linux-gnu-gcc -num-threads=1"
 DOT = CROSS + " -mattr=asimddp"  # kernels may use sdot/udot
+# clang builds them only for a CPU with dotprod (see autosched/intrin/neon_dot.py)
+CLANG_A76 = "c -cc=clang -mtriple=aarch64-linux-gnu -mcpu=cortex-a76 -num-threads=1 -mattr=asimddp"
 RNG = np.random.default_rng(11)
 
 
@@ -77,12 +79,19 @@ def _run(exe: Path, cpu: str, a: np.ndarray, b_packed: np.ndarray) -> subprocess
 
 
 @pytest.mark.requires("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump", "qemu-aarch64")
-@pytest.mark.parametrize("kind, shape", [("sdot", (16, 48, 256)), ("udot", (13, 32, 68))])
+@pytest.mark.parametrize(
+    "kind, shape, target",
+    [
+        ("sdot", (16, 48, 256), DOT),
+        ("udot", (13, 32, 68), DOT),
+        pytest.param("udot", (8, 16, 32), CLANG_A76, marks=pytest.mark.requires("clang")),
+    ],
+)
 def test_neon_dot_kernels_run_under_qemu_bit_exact(
-    kind: str, shape: tuple[int, int, int], tmp_path: Path
+    kind: str, shape: tuple[int, int, int], target: str, tmp_path: Path
 ) -> None:
-    assert pick_path(kind, DOT) == "dot" and pick_path(kind, CROSS) == "portable"
-    exe, _ = _cross_build(kind, shape, DOT, tmp_path)
+    assert pick_path(kind, target) == "dot" and pick_path(kind, CROSS) == "portable"
+    exe, _ = _cross_build(kind, shape, target, tmp_path)
     m, n, k = shape
     a, b = _operands(kind, m, n, k)
     run = _run(exe, "max", a, pack_b(b, 4))
@@ -192,7 +201,12 @@ def test_an_aarch64_boards_sdot_record_is_best_on_any_host(tmp_path: Path) -> No
 
 @pytest.mark.requires("aarch64-linux-gnu-gcc")
 @pytest.mark.parametrize(
-    "kind, target", [("sdot", DOT.replace("=1", "=2")), ("udot", DOT + " -mcpu=cortex-a53")]
+    "kind, target",
+    [
+        ("sdot", DOT.replace("=1", "=2")),
+        ("udot", DOT + " -mcpu=cortex-a53"),
+        pytest.param("sdot", CLANG_A76, marks=pytest.mark.requires("clang")),
+    ],
 )
 def test_neon_dot_kernels_build_without_warnings(kind: str, target: str, tmp_path: Path) -> None:
     T = packed_tensors(24, 32, 64, kind)
@@ -203,3 +217,22 @@ def test_neon_dot_kernels_build_without_warnings(kind: str, target: str, tmp_pat
         [str(t.cc), *flags, str(tmp_path / "k.c")], capture_output=True, text=True, timeout=120
     )
     assert cc.returncode == 0, cc.stderr
+
+
+@pytest.mark.requires("clang", "aarch64-linux-gnu-gcc")  # the aarch64 headers come with the cross gcc
+def test_clang_without_dotprod_flags_stops_with_one_error_line(tmp_path: Path) -> None:
+    target = "c -cc=clang -mtriple=aarch64-linux-gnu -num-threads=1 -mattr=asimddp"
+    T = packed_tensors(8, 16, 32, "sdot")
+    (tmp_path / "k.c").write_text(asc.emit(matmul_lowp(T, target), T, target))
+    t = asc.Target.parse(target)
+    args = [str(t.cc), *t.cflags(shared=False), "-c", "-o", str(tmp_path / "k.o"), str(tmp_path / "k.c")]
+    cc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert cc.returncode != 0  # and no error but this one
+    assert [ln for ln in cc.stderr.splitlines() if "error:" in ln] == [
+        f"{tmp_path / 'k.c'}:{_line_of(tmp_path / 'k.c', '#error')}:2: error: "
+        '"autosched: NEON sdot/udot intrinsics need gcc, or clang with -march=armv8.2-a+dotprod"'
+    ]
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
