@@ -94,6 +94,8 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                               "apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross"),
     "arm-linux-gnueabihf-gcc": (lambda: _compiles("arm-linux-gnueabihf-gcc"),
                                 "apt-get install gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"),
+    "aarch64-linux-gnu-objdump": (lambda: shutil.which("aarch64-linux-gnu-objdump") is not None,
+                                  "apt-get install binutils-aarch64-linux-gnu"),
     "qemu-aarch64": (lambda: shutil.which("qemu-aarch64") is not None, "apt-get install qemu-user"),
     "qemu-arm": (lambda: shutil.which("qemu-arm") is not None, "apt-get install qemu-user"),
     "pyopencl": (lambda: _imports("pyopencl", lambda cl: cl.get_platforms()),  # type: ignore[attr-defined]

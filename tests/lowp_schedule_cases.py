@@ -18,6 +18,8 @@ LOWP_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         ("even", (32, 32, 64, "vnni")),
         ("odd", (13, 48, 68, "vnni")),
         ("bf16", (9, 32, 34, "bf16")),
+        ("sdot", (11, 16, 36, "sdot")),
+        ("udot", (8, 32, 40, "udot")),
     ],
 }
 

@@ -9,8 +9,10 @@ It reads input ``k`` from ``DATA_DIR/in<k>.bin`` (raw C-order bytes), runs the k
 outputs pre-filled with a marker (NaN bytes for floats), writes output ``k`` to ``out<k>.bin`` in
 the current directory, then times the kernel (warm-up and calibration, ``REPEAT`` repeats, an
 optional cache flush) and prints one JSON line ``{"number": N, "costs": [seconds, ...]}``. Exit
-status 3: an input file is missing or short; 4: out of memory. Nothing but the C library is needed
-on the board (the executable is linked ``-static``).
+status 3: an input file is missing or short; 4: out of memory; 5: the candidate's intrinsics need
+an AArch64 extension the board's CPU lacks (one line on stderr names it; checked first, from
+Linux's hwcaps). Nothing but the C library is needed on the board (the executable is linked
+``-static``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from ..dtypes import dtype as dtype_info
 from ..expr import static_shape
+from ..intrin.isa import HWCAPS, c_cpu_check, steps_extensions
 from ..runner.compile import BuildTimeout, CompileError, compile_executable
 from ..runner.compile import default_cache_dir as kernel_cache
 from ..runner.kernel import ArgSpec
@@ -85,7 +88,7 @@ int main(int argc, char** argv) {{
   double min_repeat_ms = atof(argv[4]), cooldown_ms = atof(argv[6]);
   size_t flush_bytes = (size_t)strtoull(argv[5], NULL, 10);
   if (repeat < 1) repeat = 1;
-{setup}
+{check}{setup}
   if ({name}({args}) != 0) {{
     fputs("out of memory\\n", stderr);
     return 4;
@@ -112,9 +115,11 @@ def _bytes(spec: ArgSpec) -> int:
     return math.prod(static_shape(spec.shape)) * dtype_info(spec.dtype).bytes
 
 
-def main_source(func_name: str, specs: Sequence[ArgSpec]) -> str:
-    """The ``main`` appended to a candidate's source (see the module docstring): local names are
-    ``m<k>``, never the tensors' own, so no tensor name reaches this code."""
+def main_source(func_name: str, specs: Sequence[ArgSpec], extensions: Sequence[str] = ()) -> str:
+    """The ``main`` appended to a candidate's source (see the module docstring), which first checks
+    that the CPU has the ``extensions`` the kernel's intrinsics need (those with a Linux hwcap:
+    :func:`~autosched.intrin.isa.c_cpu_check`): local names are ``m<k>``, never the tensors' own,
+    so no tensor name reaches this code."""
     setup, write, ins = [], [], 0
     for k, spec in enumerate(specs):
         ctype = dtype_info(spec.dtype).c_name
@@ -128,7 +133,12 @@ def main_source(func_name: str, specs: Sequence[ArgSpec]) -> str:
             setup.append(f"  asc_main_read(argv[1], {ins}, m{k}, {size}u);")
             ins += 1
     args = ", ".join(f"m{k}" for k in range(len(specs)))
-    return _MAIN.format(name=func_name, args=args, setup="\n".join(setup), write="\n".join(write))
+    checked = tuple(e for e in extensions if e in HWCAPS)
+    check = "  if (asc_cpu_check() != 0) return 5;\n" if checked else ""
+    main = _MAIN.format(
+        name=func_name, args=args, check=check, setup="\n".join(setup), write="\n".join(write)
+    )
+    return ("\n" + c_cpu_check(checked, func_name) + "\n" if checked else "") + main
 
 
 def gzipped(path: Path) -> Path:
@@ -205,7 +215,8 @@ class RemoteBuilder(Closing):
         start = time.perf_counter()
         task: Task = inp.task
         try:
-            source = task.source(inp.steps) + main_source(task.func_name, task.arg_specs())
+            source = task.source(inp.steps)  # declares the intrinsics the steps name
+            source += main_source(task.func_name, task.arg_specs(), steps_extensions(inp.steps))
         except Exception as e:  # illegal steps, or a lowering/emission failure
             kind, message = MeasureErrorNo.INSTANTIATION_ERROR, f"{type(e).__name__}: {e}"
             return BuildResult(None, task.func_name, (), kind, message, time.perf_counter() - start)

@@ -33,6 +33,7 @@ from ..diagnostics import printable, warn
 from ..dtypes import dtype as dtype_info
 from ..emit_c import function_name
 from ..expr import shape_vars, static_shape
+from ..intrin.isa import HWCAPS, c_cpu_check, steps_extensions
 from ..ops import Workload
 from ..records.check import logged_target
 from ..records.log import Record, RecordWarning
@@ -227,8 +228,12 @@ MAIN_TAIL = """\
 """
 
 
-def main_c(task: Task, kernel: str, reference: str, sizes: Sequence[int] = ()) -> str:
-    """main.c; ``sizes`` are the values a symbolic kernel gets after its arrays."""
+def main_c(
+    task: Task, kernel: str, reference: str, sizes: Sequence[int] = (), extensions: Sequence[str] = ()
+) -> str:
+    """main.c; ``sizes`` are the values a symbolic kernel gets after its arrays. It first checks that
+    the CPU has the ``extensions`` the kernel's intrinsics need that Linux's hwcaps show (AArch64's
+    ``asimddp``: :func:`~autosched.intrin.isa.c_cpu_check`), else exits with status 5 and one line."""
     specs = task.arg_specs()
     counts = [math.prod(static_shape(s.shape)) for s in specs]
     outputs = [k for k, s in enumerate(specs) if s.is_output]
@@ -248,7 +253,12 @@ def main_c(task: Task, kernel: str, reference: str, sizes: Sequence[int] = ()) -
     )
     call = kernel_args + "".join(f", {n}" for n in sizes)
     text = text.replace(f"{kernel}({kernel_args})", f"{kernel}({call})")
-    body = []
+    checked = [e for e in extensions if e in HWCAPS]
+    body = ["  if (asc_cpu_check() != 0) return 5;"] if checked else []
+    if checked:  # after the feature macros and includes, before main
+        text = text.replace(
+            "\nint main(void) {", "\n" + c_cpu_check(tuple(checked), kernel) + "\n\nint main(void) {", 1
+        )
     for k, (spec, ctype, count) in enumerate(zip(specs, ctypes, counts, strict=True)):
         body.append(
             f"  {ctype}* a{k} = ({ctype}*)allocate({count}u, sizeof({ctype})); /* {_comment(str(spec))} */"
@@ -371,7 +381,7 @@ def export_files(
         "kernel.h": header_text(guard, kernel, params, doc),
         "reference.c": with_header(ref_src, reference, "reference.h"),
         "reference.h": header_text(f"{reference.upper()}_H", reference, ref_params, ref_doc),
-        "main.c": main_c(task, kernel, reference, [v for _, v in sizes]),
+        "main.c": main_c(task, kernel, reference, [v for _, v in sizes], steps_extensions(record.steps)),
         "Makefile": with_code(_makefile(task.target, portable, "#pragma omp" in source, about), task.code),
     }
 

@@ -2,7 +2,8 @@
 (C text, or a :class:`CImpl` with reset/update parts and a file-scope preamble), or use one of the
 library's: :func:`gemm_ukernel`, a register-blocked GEMM micro-kernel (AVX-512 / AVX2+FMA chosen
 from the CPU at run time, NEON on aarch64, a portable C fallback); and the low-precision ones:
-:func:`dot_intrin` (AVX-512 VNNI u8 x s8 -> s32, AVX512-BF16) and :func:`amx_intrin` (AMX tiles)
+:func:`dot_intrin` (AVX-512 VNNI u8 x s8 -> s32, AVX512-BF16; on AArch64 NEON sdot / udot, s8 x s8
+and u8 x u8 -> s32) and :func:`amx_intrin` (AMX tiles)
 over a weight packed by :func:`pack_b`, with :func:`matmul_lowp`, the default schedule of
 :func:`packed_tensors`.
 """

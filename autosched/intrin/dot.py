@@ -1,12 +1,14 @@
 """Dot-product tensor intrinsics for narrow types: x86 AVX-512 VNNI (``vpdpbusd``: u8 x s8 products
 summed four at a time into int32 lanes) and AVX512-BF16 (``vdpbf16ps``: bf16 pairs summed into
-float32 lanes), each with a portable C path that computes the same widened sums.
+float32 lanes), and AArch64 NEON ``sdot`` (s8 x s8) and ``udot`` (u8 x u8) into int32 lanes
+(:mod:`.neon_dot`), each with a portable C path that computes the same widened sums.
 
-Both compute ``c[i, j] (+)= sum(a[i, g*ko + ki] * b[ko, j, ki])`` over an ``mr x 16`` block of
-``c`` and ``kc`` reductions, ``g`` = 4 (VNNI) or 2 (BF16) consecutive ``k`` per lane, with B laid
-out as :func:`pack_b` makes it: ``[N/16, K/g, 16, g]``, so that one 64-byte load holds the ``g``
-values of ``k`` for 16 columns. Row strides ``lda`` and ``ldc`` are parameters; the packed panel
-is contiguous. Integer results are bit-identical on every path (int32 sums wrap, as numpy's do).
+All compute ``c[i, j] (+)= sum(a[i, g*ko + ki] * b[ko, j, ki])`` over an ``mr x 16`` block of
+``c`` and ``kc`` reductions, ``g`` = 4 (VNNI, sdot, udot) or 2 (BF16) consecutive ``k`` per lane,
+with B laid out as :func:`pack_b` makes it: ``[N/16, K/g, 16, g]``, so that one 64-byte load
+holds the ``g`` values of ``k`` for 16 columns (on NEON: four 128-bit loads of 4 columns each).
+Row strides ``lda`` and ``ldc`` are parameters; the packed panel is contiguous. Integer results
+are bit-identical on every path (int32 sums wrap, as numpy's do).
 """
 
 from __future__ import annotations
@@ -20,14 +22,17 @@ from ..dtypes import dtype as _dtype
 from ..dtypes import numpy_dtype
 from ..te.buffer import decl_buffer
 from ..te.intrin import CImpl, TensorIntrin, decl_tensor_intrin
+from .neon_dot import ATTRIBUTE as NEON_ATTRIBUTE
+from .neon_dot import neon_vector
 
-LANES = 16  # output columns per call: one 512-bit vector of int32 or float32
+LANES = 16  # output columns per call: one 512-bit vector of int32 or float32 (four NEON vectors)
 
 
 @dataclass(frozen=True, slots=True)
 class DotKind:
     """One family of dot-product instructions: input dtypes, accumulator, ``k`` per lane, the CPU
-    extensions its vector path needs (``/proc/cpuinfo`` names) and gcc's target attribute."""
+    extensions its vector path needs (``/proc/cpuinfo`` names), gcc's target attribute and the
+    architecture it exists on (:attr:`Target.machine`)."""
 
     name: str
     a_dtype: str
@@ -36,11 +41,14 @@ class DotKind:
     group: int
     requires: tuple[str, ...]
     attribute: str
+    machine: str = "x86_64"
 
 
 VNNI = DotKind("vnni", "uint8", "int8", "int32", 4, ("avx512_vnni",), "avx512vnni,avx512bw,avx512f")
 BF16 = DotKind("bf16", "bfloat16", "bfloat16", "float32", 2, ("avx512_bf16",), "avx512bf16,avx512bw,avx512f")
-KINDS = {k.name: k for k in (VNNI, BF16)}
+SDOT = DotKind("sdot", "int8", "int8", "int32", 4, ("asimddp",), NEON_ATTRIBUTE, "aarch64")
+UDOT = DotKind("udot", "uint8", "uint8", "int32", 4, ("asimddp",), NEON_ATTRIBUTE, "aarch64")
+KINDS = {k.name: k for k in (VNNI, BF16, SDOT, UDOT)}
 
 
 def pack_b(b: np.ndarray, group: int) -> np.ndarray:
@@ -142,7 +150,12 @@ def _dispatch(name: str, d: DotKind, parts: list[str], vector: str | None) -> st
     call = (
         f"static inline void asc_{name}({c_t}* restrict C, const {a_t}* restrict A, "
         f"const {b_t}* restrict B, int lda, int ldc, int acc) {{\n"
-        f"  asc_{name}_{'c' if vector is None else 'v'}(C, A, B, lda, ldc, acc);\n}}"
+        + (
+            ""
+            if vector is None
+            else f"  (void)asc_{name}_c; /* the C path, a portable build's: no -Wunused */\n"
+        )
+        + f"  asc_{name}_{'c' if vector is None else 'v'}(C, A, B, lda, ldc, acc);\n}}"
     )
     return "\n\n".join([*parts, call])
 
@@ -154,13 +167,18 @@ static inline float asc_dot_bf16_f32(uint16_t h) {
 
 
 def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False) -> TensorIntrin:
-    """The ``mr x 16 x kc`` dot-product intrinsic of ``kind`` (``"vnni"`` or ``"bf16"``; see the
-    module docstring). Its vector path is compiled unconditionally (a kernel using it needs the
-    CPU extension: ``intrin.requires``); ``portable=True`` keeps only the C path, as does a
-    strict C99 build."""
+    """The ``mr x 16 x kc`` dot-product intrinsic of ``kind`` (``"vnni"``, ``"bf16"`` on x86;
+    ``"sdot"``, ``"udot"`` on AArch64; see the module docstring). Its vector path is compiled
+    unconditionally for the kind's architecture (a kernel using it needs the CPU extension:
+    ``intrin.requires``); ``portable=True`` keeps only the C path, as does a strict C99 build."""
     d = check_block(kind, mr, kc, "dot_intrin", 1)
     tag = f"{kind}_{mr}x{kc}" + ("_portable" if portable else "")
-    vector = None if portable else "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc)
+    if portable:
+        vector = None
+    elif d.machine == "aarch64":
+        vector = neon_vector(f"asc_dot_{tag}_v", d.a_dtype == "int8", mr, kc)
+    else:
+        vector = "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc)
     return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires)
 
 

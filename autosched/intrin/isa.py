@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 from collections.abc import Iterable
 
 from ..hardware import host_cpuinfo, isa_extensions
@@ -14,7 +15,10 @@ from ..target import Target
 from ..te.intrin import INTRINS
 
 #: the extensions the library's low-precision intrinsics use (``/proc/cpuinfo`` names)
-LOWP_EXTENSIONS = ("avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+LOWP_EXTENSIONS = ("avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "asimddp")
+
+#: AArch64 extensions -> (auxiliary vector entry, bit) of Linux's hwcaps (``<bits/hwcap.h>``)
+HWCAPS = {"asimddp": ("AT_HWCAP", 20), "i8mm": ("AT_HWCAP2", 13), "bf16": ("AT_HWCAP2", 14)}
 
 
 @functools.cache
@@ -74,3 +78,33 @@ def steps_extensions(steps: Iterable[Step]) -> tuple[str, ...]:
     process; sorted)."""
     names = [s.intrin for s in steps if isinstance(s, TensorizeStep)]
     return tuple(sorted({e for n in names if n in INTRINS for e in INTRINS[n].requires}))
+
+
+def c_cpu_check(needed: tuple[str, ...], func_name: str) -> str:
+    """C text defining ``static int asc_cpu_check(void)``: 0 on a CPU with all the AArch64
+    extensions ``needed`` (Linux's hwcaps), else 1 after printing one line on stderr naming
+    kernel ``func_name`` and the extensions it lacks (as :func:`check_extensions` words it).
+    Executables for a board call it first; a kernel library loaded here is checked by the loader
+    instead. Extensions without a hwcap bit here (x86's) are not checked."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", func_name):
+        raise ValueError(f"c_cpu_check: kernel name {func_name!r} is not a C identifier")
+    checked = [e for e in needed if e in HWCAPS]
+    lines = [
+        "#include <stdio.h>",
+        "#include <string.h>",
+        *(["#include <sys/auxv.h>"] if checked else []),
+        "static int asc_cpu_check(void) {",
+        '  char lacking[128] = "";',
+    ]
+    for ext in checked:
+        entry, bit = HWCAPS[ext]
+        lines.append(f"  if (!((getauxval({entry}) >> {bit}) & 1u))")
+        lines.append(f'    strcat(lacking, lacking[0] ? ", {ext}" : "{ext}");')
+    lines += [
+        "  if (!lacking[0]) return 0;",
+        f"  fprintf(stderr, \"kernel '{func_name}' uses CPU extension(s) %s, which this CPU lacks: "
+        'build it for a target whose -mattr leaves them out\\n", lacking);',
+        "  return 1;",
+        "}",
+    ]
+    return "\n".join(lines)

@@ -1,6 +1,8 @@
 """Default schedules of low-precision matmuls over a packed weight (:func:`.dot.packed_tensors`):
-u8 x s8 -> s32 through AMX tiles or AVX-512 VNNI, bf16 -> f32 through AMX or AVX512-BF16, picked
-from the CPU extensions the target may use (``-mattr``, the host's by default)."""
+u8 x s8 -> s32 through AMX tiles or AVX-512 VNNI, bf16 -> f32 through AMX or AVX512-BF16, and on
+AArch64 s8 x s8 / u8 x u8 -> s32 through NEON ``sdot`` / ``udot``, picked from the CPU extensions
+the target may use (``-mattr``, the host's by default: a cross target names them, e.g.
+``c -cc=aarch64-linux-gnu-gcc -mattr=asimddp``)."""
 
 from __future__ import annotations
 
@@ -15,26 +17,31 @@ from .isa import target_extensions
 PATHS = {
     "vnni": (("amx", ("amx_tile", "amx_int8")), ("dot", ("avx512_vnni",))),
     "bf16": (("amx", ("amx_tile", "amx_bf16")), ("dot", ("avx512_bf16",))),
+    "sdot": (("dot", ("asimddp",)),),
+    "udot": (("dot", ("asimddp",)),),
 }
 
 
 def pick_path(kind: str, target: Target | str = "c") -> str:
     """``"amx"``, ``"dot"`` or ``"portable"``: the fastest path of ``kind`` whose extensions the
     target allows."""
-    allowed = set(target_extensions(Target.parse(target)))
+    tgt = Target.parse(target)
+    if KINDS[kind].machine != tgt.machine:  # -mattr names another architecture's extensions
+        return "portable"
+    allowed = set(target_extensions(tgt))
     for path, needs in PATHS[kind]:
         if allowed.issuperset(needs):
             return path
     return "portable"
 
 
-def _kind_of(A: Tensor, C: Tensor) -> str:
+def _kind_of(A: Tensor, B: Tensor, C: Tensor) -> str:
     for name, d in KINDS.items():
-        if C.dtype == d.acc and A.dtype == d.a_dtype:
+        if (A.dtype, B.dtype, C.dtype) == (d.a_dtype, d.b_dtype, d.acc):
             return name
     raise ValueError(
-        f"matmul_lowp: {A.name} is {A.dtype} and {C.name} {C.dtype}; expected a packed_tensors matmul "
-        "(uint8 -> int32 or bfloat16 -> float32)"
+        f"matmul_lowp: {A.name}, {B.name}, {C.name} are {A.dtype}, {B.dtype}, {C.dtype}; expected a "
+        "packed_tensors matmul (uint8 x int8, int8 x int8 or uint8 x uint8 -> int32, bfloat16 -> float32)"
     )
 
 
@@ -47,12 +54,21 @@ def matmul_lowp(
     best the target allows) picks the intrinsic. Shapes that do not divide by ``mr`` or ``kc`` run
     the plain loop nest on the partial tiles."""
     tgt = Target.parse(target)
-    A, _, C = tensors
-    kind = _kind_of(A, C)
-    group = KINDS[kind].group
+    A, B, C = tensors
+    kind = _kind_of(A, B, C)
+    d = KINDS[kind]
+    group = d.group
     path = path or pick_path(kind, tgt)
-    if path not in ("amx", "dot", "portable"):
-        raise ValueError(f"matmul_lowp: path must be amx, dot or portable, got {path!r}")
+    if path not in {p for p, _ in PATHS[kind]} | {"portable"}:
+        raise ValueError(
+            f"matmul_lowp: path must be {', '.join(p for p, _ in PATHS[kind])} or portable "
+            f"for {kind}, got {path!r}"
+        )
+    if path != "portable" and d.machine != tgt.machine:
+        raise ValueError(
+            f"matmul_lowp: the {path} path of {kind} runs on {d.machine}, not on this {tgt.machine} "
+            "target (its -cc); use path='portable'"
+        )
     M, K = A.shape
     if not isinstance(M, int) or not isinstance(K, int):
         raise ValueError("matmul_lowp: A's shape must be fixed")
@@ -60,7 +76,8 @@ def matmul_lowp(
     # A's block (mr x kc) in L1; long AMX calls spread the tile configuration's cost
     kc = kc or min(K, 1024 if path == "amx" and kind == "vnni" else 512)
     kc = max(step, kc // step * step)
-    mr = mr or (32 if path == "amx" else 8)
+    # NEON: 4 accumulators a row of 32 vector registers (see .neon_dot)
+    mr = mr or (32 if path == "amx" else 4 if d.machine == "aarch64" else 8)
     mr = max(1, min(mr, M)) if path != "amx" else mr
     s = create_schedule(C)
     i, j = s[C].op.axis

@@ -1,5 +1,6 @@
-"""Low-precision matmul over a packed weight: ``matmul_lowp`` (u8 x s8 -> s32, or bf16 -> f32),
-whose default schedule tensorizes with AMX, AVX-512 VNNI / AVX512-BF16 or the portable C path."""
+"""Low-precision matmul over a packed weight: ``matmul_lowp`` (u8 x s8, s8 x s8 or u8 x u8 -> s32,
+or bf16 -> f32), whose default schedule tensorizes with AMX, AVX-512 VNNI / AVX512-BF16, NEON
+sdot / udot or the portable C path."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def _flops(M: int, N: int, K: int, *_: object) -> int:
 @workload("matmul_lowp", reference=_ref, flops=_flops)
 def matmul_lowp(M: int, N: int, K: int, kind: str = "vnni") -> list[Tensor]:
     """C(M, N) = A(M, K) @ B with B packed ``[N/16, K/g, 16, g]`` (``asc.intrin.pack_b``):
-    ``kind="vnni"``: uint8 x int8 -> int32 (g = 4); ``"bf16"``: bfloat16 -> float32 (g = 2)."""
+    ``kind="vnni"``: uint8 x int8 -> int32 (g = 4); ``"sdot"``: int8 x int8 and ``"udot"``: uint8 x
+    uint8 -> int32 (g = 4, AArch64's dot products); ``"bf16"``: bfloat16 -> float32 (g = 2)."""
     check_positive("matmul_lowp", M=M, N=N, K=K)
     if kind not in KINDS:
         raise ValueError(f"matmul_lowp: kind must be one of {', '.join(KINDS)}, got {kind!r}")

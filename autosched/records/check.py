@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import printable
+from ..hardware import ARCH_DEFAULTS, host_arch, normalize_arch
 from ..intrin.isa import missing_extensions, steps_extensions
 from ..ops.registry import Workload, WorkloadDef, registered
 from ..schedule import Schedule
@@ -374,24 +375,38 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
     cache[key] = value
 
 
-_REPLAYS: dict[tuple[str, Any], str | None] = {}
+_REPLAYS: dict[tuple[str, Any, bool], str | None] = {}
+
+
+def _builds_for_host(spec: str) -> bool:
+    """Whether a log's target string builds for this host's architecture, judged from its
+    ``-mtriple`` or its compiler's name prefix (``aarch64-linux-gnu-gcc``) alone: no compiler a
+    log names is run; a target naming neither builds for the host."""
+    tokens = shlex.split(spec)
+    triple = next((t.split("=", 1)[1] for t in tokens if t.startswith("-mtriple=")), None)
+    cc = next((t.split("=", 1)[1] for t in tokens if t.startswith("-cc=")), None)
+    named = triple or (cc and os.path.basename(cc))
+    arch = normalize_arch(named.split("-")[0]) if named else None
+    return arch not in ARCH_DEFAULTS or arch == host_arch()
 
 
 def replay_error(record: Record) -> str | None:
-    """Why the steps of ``record`` do not replay on its workload (or tensorize with intrinsics
-    needing CPU extensions this CPU lacks, such as AMX); None if they do, or if the workload is
-    not registered here (it cannot be replayed, nor built)."""
+    """Why the steps of ``record`` do not replay on its workload (or, for a target this host runs,
+    tensorize with intrinsics needing CPU extensions this CPU lacks, such as AMX; a board's
+    records, e.g. an aarch64 target's with sdot, are not judged by this CPU); None if they do, or
+    if the workload is not registered here (it cannot be replayed, nor built)."""
     name, args = record.workload
     if registered(name) is None:
         return None
-    key = (record.workload_key, record.steps)
+    here = _builds_for_host(record.target)
+    key = (record.workload_key, record.steps, here)
     try:
         return _REPLAYS[key]
     except KeyError:
         pass
     try:
         Schedule.replay(Workload(name, args).outputs, record.steps)
-        lacking = missing_extensions(steps_extensions(record.steps))
+        lacking = missing_extensions(steps_extensions(record.steps)) if here else []
         why = None
         if lacking:
             why = f"its intrinsics need CPU extension(s) {', '.join(lacking)}, which this CPU lacks"

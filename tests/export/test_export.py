@@ -164,3 +164,21 @@ def test_cli_export_writes_a_kernel_that_runs(matmul: Record, tmp_path: Path) ->
     best = export_kernel(matmul, tmp_path / "api") / "kernel.c"
     assert (tmp_path / "cli" / "kernel.c").read_text() == best.read_text()
     assert_checked_and_timed(make(tmp_path / "cli", "run", FAST), MATMUL.flops())
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc", "qemu-aarch64", "make")
+def test_an_exported_sdot_kernel_checks_the_cpu_first(tmp_path: Path) -> None:
+    from autosched.intrin.lowp import matmul_lowp
+
+    target = "c -cc=aarch64-linux-gnu-gcc -num-threads=1 -mattr=asimddp"
+    task = Task("matmul_lowp", (16, 32, 64, "sdot"), target)
+    record = record_of(task, matmul_lowp(task.workload.tensors(), target).steps)
+    out = export_kernel(record, tmp_path / "sdot", cc="aarch64-linux-gnu-gcc")
+    assert "vdotq_s32" in (out / "kernel.c").read_text()
+    run = ["run", "CFLAGS=-O2", FAST]
+    assert_checked_and_timed(
+        make(out, *run, "RUN_WITH=qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu"), task.flops()
+    )
+    refused = make(out, *run, "RUN_WITH=qemu-aarch64 -cpu cortex-a53 -L /usr/aarch64-linux-gnu")
+    assert refused.returncode != 0 and "check:" not in refused.stdout
+    assert "kernel 'matmul_lowp_kernel' uses CPU extension(s) asimddp, which this CPU lacks" in refused.stderr
