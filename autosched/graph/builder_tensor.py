@@ -60,6 +60,27 @@ class TensorBuilder(BuilderBase):
             raise self._fail("unary", name, str(e)) from None
         return self._add("unary", (x,), shape, name, step=text)
 
+    def quantize(
+        self, x: str, scale: float, zero_point: float, low: float, high: float, *, name: str | None = None
+    ) -> str:
+        """ONNX QuantizeLinear per tensor: round_half_even(x / scale) + zero_point, clamped to
+        [low, high] (the integer type's range), as whole numbers in the graph's float type."""
+        try:
+            text = spell("quantize", (scale, zero_point, low, high))
+        except ValueError as e:
+            raise self._fail("quantize", name, str(e)) from None
+        if scale == 0.0:
+            raise self._fail("quantize", name, "the scale must be a finite non-zero number, got 0.0")
+        return self._add("unary", (x,), self.shape(x), name, step=text)
+
+    def dequantize(self, x: str, scale: float, zero_point: float, *, name: str | None = None) -> str:
+        """ONNX DequantizeLinear per tensor: (x - zero_point) * scale."""
+        try:
+            text = spell("dequantize", (scale, zero_point))
+        except ValueError as e:
+            raise self._fail("dequantize", name, str(e)) from None
+        return self._add("unary", (x,), self.shape(x), name, step=text)
+
     def maximum(self, a: str, b: str, *, name: str | None = None) -> str:
         """max(a, b) elementwise, same shapes."""
         return self._binary("maximum", a, b, name)

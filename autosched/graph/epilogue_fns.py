@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import expr as te
 from ..expr import Expr
+from ..te import quant
 
 Params = tuple[float, ...]
 
@@ -90,6 +91,17 @@ def _logical_not_te(x: Expr, dtype: str, p: Params) -> Expr:
     return te.if_then_else(te.compare("eq", x, _c(0.0, dtype)), _c(1.0, dtype), _c(0.0, dtype))
 
 
+def _quantize_te(x: Expr, dtype: str, p: Params) -> Expr:
+    scale, zero, lo, hi = p
+    whole = quant.round_half_even(x / _c(scale, dtype)) + te.const(zero, "float64")
+    return te.cast(te.max(te.min(whole, te.const(hi, "float64")), te.const(lo, "float64")), dtype)
+
+
+def _quantize_np(x: np.ndarray, p: Params) -> np.ndarray:
+    scale, zero, lo, hi = p
+    return np.clip(np.rint(x.astype(np.float32) / np.float32(scale)) + zero, lo, hi).astype(np.float64)
+
+
 def _pow_te(x: Expr, dtype: str, p: Params) -> Expr:
     return x * x if p[0] == 2.0 else te.pow(x, _c(p[0], dtype))
 
@@ -128,6 +140,11 @@ FUNCTIONS: dict[str, UnaryFn] = {
                                 lambda x, p: np.where(x > p[0], x, 0.0)),
     "equal": UnaryFn(("value",), (None,), _equal_te, lambda x, p: (x == p[0]).astype(np.float64)),
     "logical_not": UnaryFn((), (), _logical_not_te, lambda x, p: (x == 0).astype(np.float64)),
+    # QuantizeLinear / DequantizeLinear per tensor: the integers are whole numbers in the float type
+    "quantize": UnaryFn(("scale", "zero_point", "min", "max"), (None, 0.0, None, None),
+                        _quantize_te, _quantize_np),
+    "dequantize": UnaryFn(("scale", "zero_point"), (None, 0.0),
+                          lambda x, d, p: (x - _c(p[1], d)) * _c(p[0], d), lambda x, p: (x - p[1]) * p[0]),
     "pow_scalar": UnaryFn(("exponent",), (None,), _pow_te, lambda x, p: np.power(x, p[0])),
 }
 

@@ -149,7 +149,21 @@ def _cast(n: OnnxNode, x: np.ndarray) -> np.ndarray:
 
 
 #: numpy for the operators of shape arithmetic (the others go to onnx's reference evaluator)
+def _dequantize(n: OnnxNode, x: np.ndarray, scale: np.ndarray, zero: np.ndarray | None = None) -> np.ndarray:
+    """DequantizeLinear of constants (quantized weights): per tensor or along ``axis``."""
+    if "block_size" in n.attrs:
+        raise GraphError("DequantizeLinear by blocks (block_size) is not supported")
+    axis = int(n.attrs.get("axis", 1)) % max(1, x.ndim)
+
+    def along(v: np.ndarray) -> np.ndarray:
+        return v if v.size == 1 else v.reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+
+    shifted = x.astype(np.int64) - (along(zero).astype(np.int64) if zero is not None else 0)
+    return (shifted * along(scale).astype(np.float64)).astype(scale.dtype)
+
+
 NUMPY: dict[str, Callable[..., np.ndarray]] = {
+    "DequantizeLinear": _dequantize,
     "Identity": lambda n, x: x,
     "Cast": _cast,
     "Gather": lambda n, x, i: np.take(x, i, axis=int(n.attrs.get("axis", 0))),

@@ -28,6 +28,7 @@ from . import (  # noqa: F401 (converters)
     onnx_index,
     onnx_matmul,
     onnx_norm,
+    onnx_quant,
     onnx_rnn,
     onnx_shape,
 )
