@@ -30,6 +30,7 @@ from ..records.report_html import write_html_report
 from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
+from .embedded import cmd_export_embedded
 from .network import cmd_export_network, is_model, report_networks
 
 
@@ -110,8 +111,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{args.out} exists and is not an empty directory (--force to write into it)")
+    if args.static and not args.embedded:
+        raise ValueError("--static places an embedded kernel's workspace in static storage: add --embedded")
     if is_model(args.log):
         return cmd_export_network(args)
+    if args.embedded:
+        return cmd_export_embedded(args, _load(args.log))
     summaries = _select(args)
     if len(summaries) > 1:
         held = "; ".join(_label(s, summaries) for s in summaries)
@@ -211,6 +216,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--name", help="the kernel's C name (default: WORKLOAD_kernel)")
     export.add_argument("--portable", action="store_true", help="strict C99: no vector extensions or OpenMP")
     export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+    export.add_argument("--embedded", action="store_true",
+                        help="for a microcontroller: no heap, no OS, no OpenMP; --target is then the "
+                        "bare-metal target to print the log's best program for "
+                        "(c -cc=arm-none-eabi-gcc -mcpu=cortex-m4)")
+    export.add_argument("--static", action="store_true",
+                        help="with --embedded: the workspace in static storage, not a parameter")
     export.add_argument("--log", dest="model_log", metavar="LOG",
                         help="with MODEL.onnx in place of LOG: the tuning log of the model's tasks")
     export.add_argument("--weights", choices=WEIGHT_FORMS, default="auto",
