@@ -16,6 +16,10 @@ from ..diagnostics import format_ms, printable
 from ..export.board import BOARDS
 from ..export.embedded import check_target
 from ..export.mcu import EmbeddedExport, export_embedded
+from ..export.network_mcu import export_network_embedded
+from ..graph import build_network
+from ..graph.ir import Graph
+from ..graph.network import sample_inputs
 from ..ops import Workload, get_workload
 from ..ops.schedules import default_schedule
 from ..records import Record, pick_best
@@ -88,4 +92,24 @@ def cmd_export_embedded(args: argparse.Namespace, records: list[Record]) -> int:
         board = BOARDS[str(target.mcpu)].machine
         where = printable(shlex.quote(str(export.out)))
         print(f"  make -C {where} run      # check against numpy on the emulated {board}")
+    return 0
+
+
+def cmd_export_network_embedded(args: argparse.Namespace, graph: Graph) -> int:
+    """``autosched export MODEL.onnx --embedded --target TARGET``: the network for a microcontroller,
+    checked on the emulated board against the network built here (default schedules)."""
+    if args.target is None:
+        raise ValueError("--embedded needs --target, a bare-metal target such as "
+                         "'c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard -ram=256K'")
+    if args.static or args.portable or args.weights == "blob":
+        raise ValueError("an embedded network takes its workspace as model_run's argument and its weights "
+                         "as a const array in flash: no --static, --portable or --weights blob")
+    sample = sample_inputs(graph)
+    refs = build_network(graph, None, target="c")(*sample)
+    refs = refs if isinstance(refs, list) else [refs]
+    export = export_network_embedded(graph, args.target, args.out, sample, refs, log=args.model_log)
+    where = printable(str(export.out))
+    print(f"exported {printable(graph.name)} for {Target.parse(args.target).mcpu}: {export.tasks} kernels "
+          f"({export.tuned} from the log) to {where}/")
+    print(f"  {export.summary()}")
     return 0

@@ -14,6 +14,7 @@ from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
 from ..export.gpu import gpu_export_files
 from ..export.kernel import EXECUTABLE, export_files, write_files
 from ..export.network import BLOB_BYTES, WEIGHT_FORMS
+from ..graph import from_onnx
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
@@ -30,7 +31,7 @@ from ..records.report_html import write_html_report
 from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
-from .embedded import cmd_export_embedded
+from .embedded import cmd_export_embedded, cmd_export_network_embedded
 from .network import cmd_export_network, is_model, report_networks
 
 
@@ -113,6 +114,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise FileExistsError(f"{args.out} exists and is not an empty directory (--force to write into it)")
     if args.static and not args.embedded:
         raise ValueError("--static places an embedded kernel's workspace in static storage: add --embedded")
+    if is_model(args.log) and args.embedded:
+        return cmd_export_network_embedded(args, from_onnx(args.log))
     if is_model(args.log):
         return cmd_export_network(args)
     if args.embedded:

@@ -8,16 +8,14 @@ frame (``-fstack-usage``) and the workspace; kernel.h states them.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..diagnostics import printable
 from ..schedule.steps import Step
 from ..task import Task
-from .board import BOARDS, Sizes, board_files, object_sizes, stack_bytes
+from .board import BOARDS, Sizes, board_files, measure
+from .board_check import kernel_check_c
 from .embedded import EmbeddedKernel, embedded_header, embedded_kernel
 from .kernel import write_files
 
@@ -42,20 +40,6 @@ class EmbeddedExport:
                 f"stack {self.stack} B, {work}")
 
 
-def _measure(out: Path, task: Task) -> tuple[Sizes, int] | None:
-    """Compile kernel.c in ``out`` as the Makefile does; its sizes and deepest stack frame."""
-    cc = task.target.cc or "arm-none-eabi-gcc"
-    if shutil.which(cc) is None:
-        return None
-    flags = [*task.target.cflags(shared=False), "-Wall", "-Werror", "-fstack-usage"]
-    done = subprocess.run([cc, *flags, "-c", "kernel.c", "-o", "kernel.o"], cwd=out, capture_output=True,
-                          text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"{cc} cannot build the embedded kernel: {printable(done.stderr, 2000)}")
-    size_tool = cc[: -len("gcc")] + "size" if cc.endswith("gcc") else "arm-none-eabi-size"
-    return object_sizes(out / "kernel.o", size_tool), stack_bytes(out / "kernel.su")
-
-
 def export_embedded(task: Task, steps: Sequence[Step], out_dir: str | Path, *, name: str | None = None,
                     static: bool = False, about: Sequence[str] = (), seed: int = 0) -> EmbeddedExport:
     """Write the program ``steps`` of ``task`` (its target bare-metal) as an embedded kernel
@@ -71,9 +55,10 @@ def export_embedded(task: Task, steps: Sequence[Step], out_dir: str | Path, *, n
     files = {"kernel.c": f'#include "kernel.h"\n{kernel.source}', "kernel.h": embedded_header(kernel, doc)}
     if task.target.mcpu in BOARDS:  # else no emulated board: the kernel alone
         inputs = wl.random_inputs(seed)
-        files |= board_files(task.target, kernel, specs, inputs, wl.reference(*inputs))
+        check = kernel_check_c(kernel, specs, inputs, wl.reference(*inputs))
+        files |= board_files(task.target, ["kernel.c"], ["kernel.h"], check)
     out = write_files(files, out_dir)
-    measured = _measure(out, task)
+    measured = measure(out, task.target, ["kernel.c"])
     if measured is None:
         return EmbeddedExport(out, kernel, None, None)
     sizes, stack = measured

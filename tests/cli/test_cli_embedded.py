@@ -63,3 +63,22 @@ def test_bad_input_is_one_line(log: Path, tmp_path: Path) -> None:
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     done = _autosched("export", str(log), "--static", "--out", str(tmp_path / "s"))
     assert done.returncode != 0 and "add --embedded" in done.stderr
+
+
+@pytest.mark.requires("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_a_model_exports_for_a_microcontroller_within_its_ram(tmp_path: Path) -> None:
+    pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
+    gm = pytest.importorskip("graph_models")
+    gm.onnx.save(gm.conv_bn_relu_pool_dense(), tmp_path / "net.onnx")
+    target = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -ram=64K"
+    done = _autosched("export", str(tmp_path / "net.onnx"), "--embedded", "--target", target,
+                      "--out", str(tmp_path / "lib"))
+    assert done.returncode == 0, done.stderr
+    assert "for cortex-m4: 5 kernels (0 from the log)" in done.stdout and "at its peak" in done.stdout
+    run = subprocess.run(["make", "-s", "-C", str(tmp_path / "lib"), "run"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+    done = _autosched("export", str(tmp_path / "net.onnx"), "--embedded", "--target",
+                      target.replace("64K", "8K"), "--out", str(tmp_path / "small"))
+    assert done.returncode != 0 and "more than the 8192 bytes of RAM" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
