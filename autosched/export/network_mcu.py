@@ -56,10 +56,11 @@ class EmbeddedNetwork:
 
     def summary(self) -> str:
         """One line: the sizes next to their floors."""
-        work = f"workspace {self.plan.peak} B at its peak ({self.plan.total} B if no buffer were shared)"
+        work = (f"workspace {self.plan.peak} B at its peak (floor {self.plan.floor} B: the buffers live at "
+                f"once at the step needing most; {self.plan.total} B if no buffer were shared)")
         if self.sizes is None:
             return f"{work}; weights {self.weight_bytes} B; flash not measured (the compiler is missing)"
-        return (f"flash {self.sizes.flash} B (weights {self.weight_bytes} B of it), static RAM "
+        return (f"flash {self.sizes.flash} B (floor: the weights' {self.weight_bytes} B), static RAM "
                 f"{self.sizes.ram} B, stack {self.stack} B, {work}")
 
 
@@ -120,4 +121,9 @@ def export_network_embedded(graph: Graph, target: str, out_dir: str | os.PathLik
     out = write_files(files, Path(out_dir))
     measured = measure(out, tgt, sources)
     sizes, stack = measured if measured is not None else (None, None)
-    return EmbeddedNetwork(out, plan, tuned, len(kernels), 4 * flat.size, sizes, stack)
+    export = EmbeddedNetwork(out, plan, tuned, len(kernels), 4 * flat.size, sizes, stack)
+    if measured is not None:  # the header states what the library needs, as measured
+        needs = (f"/* for {tgt.mcpu}: {export.summary()}; measured with {tgt.cc} "
+                 f"{' '.join(tgt.cflags(shared=False))} */\n")
+        write_files({"model.h": needs + files["model.h"]}, out)
+    return export

@@ -49,7 +49,7 @@ def test_network_matches_onnxruntime_on_the_board(
     assert "const float model_weights[" in (tmp_path / "weights.c").read_text()  # in flash
     assert export.sizes is not None and export.sizes.flash > export.weight_bytes > 0
     assert export.sizes.ram == 0  # nothing static: the workspace is the caller's
-    assert 0 < export.plan.peak <= export.plan.total
+    assert 0 < export.plan.floor <= export.plan.peak <= export.plan.total
     header = (tmp_path / "model.h").read_text()
     assert f"#define MODEL_WORKSPACE_BYTES {export.plan.peak}" in header
 
@@ -61,3 +61,21 @@ def test_a_model_beyond_the_ram_is_refused_in_one_line(tmp_path: Path) -> None:
                                             r"bytes of RAM") as caught:
         export_network_embedded(asc.from_onnx(model), M4 + " -ram=4K", tmp_path, [x], refs)
     assert "\n" not in str(caught.value) and not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.requires("arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_a_keyword_spotting_cnn_fits_a_small_board_at_its_floor(tmp_path: Path) -> None:
+    """DS-CNN (49x10 input, ~23k parameters): its workspace is within 10% of the bytes live at once
+    at its largest layer, its flash is the weights and a little code, and it matches onnxruntime
+    on the emulated Cortex-M4 within 256 KiB of RAM."""
+    model = gm.ds_cnn()
+    x, refs = _sample(model, (1, 1, 49, 10), seed=2)
+    export = export_network_embedded(asc.from_onnx(model), M4 + " -ram=256K", tmp_path, [x], refs)
+    largest = 2 * 25 * 5 * 64 * 4  # a 64-channel 25x5 block's input and output, float32
+    assert export.plan.floor >= largest and export.plan.peak <= 1.1 * export.plan.floor
+    assert export.sizes is not None and export.weight_bytes < export.sizes.flash < 1.1 * export.weight_bytes
+    assert f"workspace {export.plan.peak} B at its peak (floor {export.plan.floor} B" in export.summary()
+    assert export.summary() in (tmp_path / "model.h").read_text()
+    make = ["make", "-s", "-C", str(tmp_path), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr

@@ -59,8 +59,7 @@ SCALAR_BYTES = 4
 def is_bare_metal(cc: str, mtriple: str | None = None) -> bool:
     """Whether the compiler builds for no operating system (``arm-none-eabi-gcc``, or clang with
     ``-mtriple=thumbv7em-none-eabi``)."""
-    name = mtriple or Path(cc).name
-    return "-none-" in name or name.endswith("-elf")
+    return "-none-" in (mtriple or Path(cc).name)
 
 
 def core(target: Target) -> CortexM:
