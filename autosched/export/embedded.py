@@ -149,11 +149,11 @@ def embedded_header(kernel: EmbeddedKernel, doc: list[str]) -> str:
         use = f"Its {kernel.workspace} bytes of workspace are static storage in kernel.c (not reentrant)."
     elif kernel.workspace:
         use = (f"The last argument is a workspace of {macro} bytes, {WORKSPACE_ALIGN}-byte aligned, "
-               "that the kernel may overwrite.")
+               "that the kernel may overwrite. Returns 0, or -1 for a missing or misaligned workspace.")
     else:
         use = "It needs no workspace: pass NULL as the last argument."
-    text = header_text(f"{kernel.name.upper()}_H", kernel.name, kernel.params,
-                       [*doc, "", use, "Returns 0, or -1 for a missing or misaligned workspace."])
+    returns = "" if kernel.workspace and not kernel.static else " Returns 0."
+    text = header_text(f"{kernel.name.upper()}_H", kernel.name, kernel.params, [*doc, "", use + returns])
     define = f"#define {macro} {kernel.workspace}u\n"
     return text.replace("#include <stdint.h>\n", f"#include <stdint.h>\n\n{define}", 1)
 

@@ -5,6 +5,7 @@ or OpenMP; what an embedded kernel cannot hold is refused in one line."""
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from autosched.export.embedded import EmbeddedError, embedded_kernel, embedded_s
 from autosched.export.mcu import export_embedded
 from autosched.ops import get_workload
 from autosched.ops.schedules import default_schedule
+from autosched.space.generated import SketchSpace
 from autosched.target import Target, TargetError
 from autosched.task import Task
 
@@ -87,6 +89,42 @@ def test_a_program_tuned_here_runs_retargeted_on_both_cores(tmp_path: Path) -> N
         assert "#pragma omp" not in source and ("vector_size(16)" in source) == vectors
         run = run_on_board(out, target)
         assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+
+
+#: workloads whose generated programs (tiles, cache stages, parallel and vector loops) are re-targeted
+SAMPLED = [("conv2d_nchw", (1, 3, 9, 11, 4, 3, 3, 2, 1, 2)),
+           ("fused_conv2d", (1, 6, 9, 9, 8, 3, 3, 1, 1, 1, "bias,relu")), ("dense", (5, 7, 9)),
+           ("softmax", (5, 7)), ("avg_pool2d", (1, 2, 9, 10, 3, 2, 1)), ("layer_norm", (3, 5, 1e-5))]
+
+
+@BOARD
+@pytest.mark.parametrize("target", [M4, M55], ids=["cortex-m4", "cortex-m55"])
+@pytest.mark.parametrize(("name", "args"), SAMPLED, ids=[f"{n}{a}" for n, a in SAMPLED])
+def test_programs_generated_for_a_linux_cpu_run_retargeted(name: str, args: tuple, target: str,
+                                                           tmp_path: Path) -> None:
+    """Programs drawn from the sketch space of a 4-core AVX2 machine (what tuning there measures)
+    print for each core and match numpy on its board."""
+    wl = get_workload(name, args)
+    space = SketchSpace(wl, asc.Target.parse("c -cc=gcc -mcpu=x86-64-v3 -cores=4 -vector-bytes=32"))
+    rng = random.Random(11)
+    for k in range(2):
+        steps = space.steps(space.sample(rng))
+        export_embedded(Task(wl, target=target), steps, tmp_path / str(k))
+        run = run_on_board(tmp_path / str(k), target)
+        assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+
+
+@BOARD
+@pytest.mark.parametrize(("target", "name", "args"), [
+    ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m7", "fused_conv2d", (1, 6, 9, 9, 8, 3, 3, 1, 1, 1, "bias,relu")),
+    ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m7", "softmax", (1, 13, "float64")),  # a double-precision FPU
+    ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m3", "matmul", (4, 3, 11, "int32")),  # no FPU: integers
+], ids=["m7-conv", "m7-float64", "m3-int32"])
+def test_other_cores_on_their_boards(target: str, name: str, args: tuple, tmp_path: Path) -> None:
+    task, steps = _default(name, args, target)
+    export_embedded(task, steps, tmp_path)
+    run = run_on_board(tmp_path, target)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
 
 
 @BOARD
