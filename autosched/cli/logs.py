@@ -210,7 +210,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="autosched export LOG --out DIR writes the best program of a tuning log as a standalone "
         "C kernel directory (kernel.c/.h, reference.c, main.c, a Makefile). autosched export MODEL.onnx "
         "--log LOG --out DIR exports a whole network (an ONNX model) as one C library: model.c/.h, one "
-        "file per kernel (the log's best, else the default schedule), the weights, main.c and a Makefile.",
+        "file per kernel (the log's best, else the default schedule), the weights, main.c and a Makefile. "
+        "With --embedded --target 'c -cc=arm-none-eabi-gcc -mcpu=cortex-m4' either is written for a "
+        "microcontroller: no heap, OS or OpenMP, the sizes measured, and a check program for QEMU's board.",
     )
     _log_args(export)
     export.add_argument(

@@ -6,7 +6,7 @@ and the math functions it calls:
 
 - every buffer the Linux-class kernel would ``malloc`` (a cache-write tile, a packed panel, a
   padded copy) is at a fixed offset of one workspace of ``<NAME>_WORKSPACE_BYTES``: the caller's
-  (the last parameter, ``unsigned char*``), or with ``static_workspace`` a static array of the
+  (the last parameter, ``unsigned char*``), or with ``static`` a static array of the
   kernel's file (then the kernel takes no workspace and is not reentrant);
 - parallel loops run serially (one core, no OpenMP runtime); vector loops use the core's vectors
   (Helium on cortex-m55) or print as plain loops where it has none (cortex-m4, cortex-m7);

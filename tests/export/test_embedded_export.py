@@ -156,7 +156,7 @@ def test_workspace_must_be_given_aligned() -> None:
 
 def test_refusals_are_one_line() -> None:
     """A core without an FPU given a float kernel, double precision on a single-precision FPU, a
-    Linux-class target, sizes known only at run time, and user C: each one line."""
+    Linux-class target, sizes known only at run time (a heap), and user C: each one line."""
     cases = [
         ("matmul", (4, 4, 4), "c -cc=arm-none-eabi-gcc -mcpu=cortex-m3", TargetError,
          "has no floating-point unit"),
@@ -176,5 +176,12 @@ def test_refusals_are_one_line() -> None:
     X = asc.placeholder((n,), name="X")
     Y = asc.compute((n,), lambda i: X[i] * 2.0, name="Y")
     func = asc.lower(asc.create_schedule(Y.op), [X, Y], "twice")
+    m4 = asc.Target.parse(M4)
     with pytest.raises(EmbeddedError, match="symbolic sizes"):
-        embedded_source(func, Task(get_workload("relu", (2, 2)), target=M4).target)
+        embedded_source(func, m4)
+    A = asc.placeholder((4,), name="A")
+    add_one = "static void add_one(const float* a, float* b, int n) { while (n--) *b++ = *a++ + 1.0f; }"
+    B = asc.extern((4,), [A], lambda ins, outs: asc.call_extern("void", "add_one", ins[0].data,
+                                                                 outs[0].data, 4), name="B", c_source=add_one)
+    with pytest.raises(EmbeddedError, match="calls user C or libraries"):
+        embedded_source(asc.lower(asc.create_schedule(B.op), [A, B], "user"), m4)
