@@ -79,3 +79,18 @@ def test_a_keyword_spotting_cnn_fits_a_small_board_at_its_floor(tmp_path: Path) 
     make = ["make", "-s", "-C", str(tmp_path), "run"]
     run = subprocess.run(make, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+
+
+@pytest.mark.requires("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_programs_tuned_here_serve_the_network_on_the_board(tmp_path: Path) -> None:
+    """Each task takes the fastest program the log holds for its workload on this host, printed for
+    the Cortex-M55, and the network still matches onnxruntime."""
+    model = gm.conv_bn_relu_pool_dense()
+    graph = asc.from_onnx(model)
+    asc.tune_network(graph, trials=10, log=tmp_path / "net.jsonl", progress=False)
+    x, refs = _sample(model, (1, 3, 16, 16), seed=3)
+    export = export_network_embedded(graph, M55, tmp_path / "lib", [x], refs, log=tmp_path / "net.jsonl")
+    assert export.tuned >= 1
+    make = ["make", "-s", "-C", str(tmp_path / "lib"), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
