@@ -82,6 +82,13 @@ def _word(text: str) -> str:
     return text
 
 
+def _float_abi(text: str) -> str:
+    """One of gcc's ``-mfloat-abi`` values: soft, softfp or hard."""
+    if text not in ("soft", "softfp", "hard"):
+        raise ValueError("expected soft, softfp or hard")
+    return text
+
+
 def _gpu_arch(text: str) -> str:
     """A CUDA virtual or real architecture such as ``sm_80`` or ``compute_90a``."""
     if not re.fullmatch(r"(sm|compute)_\d+[a-z]?", text):
@@ -116,6 +123,10 @@ OPTIONS: dict[str, Option] = {
         Option("mcpu", "mcpu", _word, "CPU to tune for (default: the host's own, -march=native)"),
         Option("mfpu", "mfpu", _word, "32-bit ARM floating-point unit, e.g. neon-vfpv4 (gcc -mfpu=)"),
         Option("mtriple", "mtriple", _word, "clang --target triple, e.g. aarch64-linux-gnu"),
+        Option("mfloat-abi", "float_abi", _float_abi, "bare-metal float ABI: soft, softfp or hard (gcc "
+               "-mfloat-abi=; default hard where the -mcpu has an FPU)"),
+        Option("ram", "ram", parse_size, "RAM bytes a bare-metal board gives a model (e.g. 256K): an "
+               "embedded export whose workspace exceeds it is refused"),
         Option("mattr", "mattr", parse_mattr, "CPU extensions kernels may use, e.g. avx512_vnni,amx_int8 "
                "(default: the host's; none: portable paths only)"),
         Option("cflags", "extra_cflags", _flags, "extra compiler flags, quoted: -cflags='-a -b'"),
@@ -262,6 +273,8 @@ class Target(metaclass=_TvmStyle):
     compute_units: int | None = None
     device_type: str | None = None
     platform: str | None = None
+    float_abi: str | None = None
+    ram: int | None = None
 
     def __post_init__(self) -> None:
         kind = _kind(self.kind)

@@ -55,6 +55,20 @@ def _links_openblas() -> bool:
     return out.returncode == 0
 
 
+def _builds_for_cortex_m() -> bool:
+    """Whether arm-none-eabi-gcc compiles a float kernel calling libm for a Cortex-M4 with its FPU."""
+    if shutil.which("arm-none-eabi-gcc") is None:
+        return False
+    source = "#include <math.h>\nfloat f(float x) { return expf(x); }\n"
+    try:
+        command = ["arm-none-eabi-gcc", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-c", "-x", "c",
+                   "-", "-o", "/dev/null"]
+        out = subprocess.run(command, input=source, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
 def _cpu_has(*flags: str) -> bool:
     """Whether this CPU's /proc/cpuinfo lists all of ``flags``."""
     try:
@@ -98,6 +112,9 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                                   "apt-get install binutils-aarch64-linux-gnu"),
     "qemu-aarch64": (lambda: shutil.which("qemu-aarch64") is not None, "apt-get install qemu-user"),
     "qemu-arm": (lambda: shutil.which("qemu-arm") is not None, "apt-get install qemu-user"),
+    "arm-none-eabi-gcc": (_builds_for_cortex_m, "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi"),
+    "qemu-system-arm": (lambda: shutil.which("qemu-system-arm") is not None,
+                        "apt-get install qemu-system-arm"),
     "pyopencl": (lambda: _imports("pyopencl", lambda cl: cl.get_platforms()),  # type: ignore[attr-defined]
                  "pip install pyopencl pocl-binary-distribution"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
@@ -121,7 +138,9 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
 }
 
 #: The tools of PROBES that are C compilers.
-COMPILERS = frozenset({"gcc", "clang", "aarch64-linux-gnu-gcc", "arm-linux-gnueabihf-gcc"})
+COMPILERS = frozenset(
+    {"gcc", "clang", "aarch64-linux-gnu-gcc", "arm-linux-gnueabihf-gcc", "arm-none-eabi-gcc"}
+)
 
 
 @functools.cache

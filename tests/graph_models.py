@@ -73,6 +73,22 @@ def conv_bn_relu_pool_dense(size: int = 16, classes: int = 10) -> onnx.ModelProt
     return m.model({"x": (1, 3, size, size)}, y, (1, classes), "cbrpd")
 
 
+def ds_cnn(classes: int = 12, width: int = 64, blocks: int = 4) -> onnx.ModelProto:
+    """DS-CNN (the keyword-spotting CNN of Arm's ML zoo, small): 49x10 MFCC input, conv 10x4/2 to
+    ``width`` channels, ``blocks`` depthwise-separable blocks (3x3 depthwise, 1x1 pointwise, each
+    with batch-norm and ReLU), global average pool, fully connected: ~23k parameters."""
+    m = ModelWriter(7)
+    w = m.const((width, 1, 10, 4), scale=0.3)
+    y = m.node("Conv", ["x", w, m.const((width,))], kernel_shape=[10, 4], strides=[2, 2], pads=[4, 1, 5, 2])
+    y = m.node("Relu", [y])
+    for _ in range(blocks):
+        y = m.conv(y, width, width, 3, pad=1, groups=width)
+        y = m.conv(y, width, width, 1)
+    y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
+    y = m.node("Gemm", [y, m.const((classes, width)), m.const((classes,))], transB=1)
+    return m.model({"x": (1, 1, 49, 10)}, y, (1, classes), "ds_cnn")
+
+
 def residual_block(channels: int = 8, size: int = 8) -> onnx.ModelProto:
     """x -> conv-bn-relu -> conv-bn -> + x -> relu (a ResNet basic block)."""
     m = ModelWriter(2)

@@ -18,6 +18,10 @@
     autosched export LOG --out DIR [--workload W ARGS...] [--target T] [--name C] [--portable]
                    [--force]               the best program as kernel.c/.h, main.c and a Makefile
                                            (into a new or empty DIR unless --force)
+    autosched export LOG --embedded --target BARE_METAL --out DIR [--workload W ARGS...] [--static]
+                                           the log's best program (any target's) re-targeted for
+                                           a microcontroller: no heap, no OS; sizes, board check;
+                                           MODEL.onnx in place of LOG (and --log LOG): a network
     autosched export MODEL.onnx [--log LOG] --out DIR [--portable] [--weights auto|c|blob]
                                            the whole network as one C library (model.c/.h), its
                                            weights in weights.bin above 1 MiB (auto)

@@ -14,6 +14,7 @@ from ..diagnostics import PREFIX, AutoschedWarning, format_ms, printable
 from ..export.gpu import gpu_export_files
 from ..export.kernel import EXECUTABLE, export_files, write_files
 from ..export.network import BLOB_BYTES, WEIGHT_FORMS
+from ..graph import from_onnx
 from ..ops import Workload
 from ..records import Record, load_records, pick_best
 from ..records.check import logged_target, replay_error
@@ -30,6 +31,7 @@ from ..records.report_html import write_html_report
 from ..search.learning import sidecar_path
 from ..target import Target
 from .basic import parse_value
+from .embedded import cmd_export_embedded, cmd_export_network_embedded
 from .network import cmd_export_network, is_model, report_networks
 
 
@@ -110,8 +112,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not args.force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{args.out} exists and is not an empty directory (--force to write into it)")
+    if args.static and not args.embedded:
+        raise ValueError("--static places an embedded kernel's workspace in static storage: add --embedded")
+    if is_model(args.log) and args.embedded:
+        return cmd_export_network_embedded(args, from_onnx(args.log))
     if is_model(args.log):
         return cmd_export_network(args)
+    if args.embedded:
+        return cmd_export_embedded(args, _load(args.log))
     summaries = _select(args)
     if len(summaries) > 1:
         held = "; ".join(_label(s, summaries) for s in summaries)
@@ -202,7 +210,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="autosched export LOG --out DIR writes the best program of a tuning log as a standalone "
         "C kernel directory (kernel.c/.h, reference.c, main.c, a Makefile). autosched export MODEL.onnx "
         "--log LOG --out DIR exports a whole network (an ONNX model) as one C library: model.c/.h, one "
-        "file per kernel (the log's best, else the default schedule), the weights, main.c and a Makefile.",
+        "file per kernel (the log's best, else the default schedule), the weights, main.c and a Makefile. "
+        "With --embedded --target 'c -cc=arm-none-eabi-gcc -mcpu=cortex-m4' either is written for a "
+        "microcontroller: no heap, OS or OpenMP, the sizes measured, and a check program for QEMU's board.",
     )
     _log_args(export)
     export.add_argument(
@@ -211,6 +221,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--name", help="the kernel's C name (default: WORKLOAD_kernel)")
     export.add_argument("--portable", action="store_true", help="strict C99: no vector extensions or OpenMP")
     export.add_argument("--force", action="store_true", help="write into DIR even if it is not empty")
+    export.add_argument("--embedded", action="store_true",
+                        help="for a microcontroller: no heap, no OS, no OpenMP; --target is then the "
+                        "bare-metal target to print the log's best program for "
+                        "(c -cc=arm-none-eabi-gcc -mcpu=cortex-m4)")
+    export.add_argument("--static", action="store_true",
+                        help="with --embedded: the workspace in static storage, not a parameter")
     export.add_argument("--log", dest="model_log", metavar="LOG",
                         help="with MODEL.onnx in place of LOG: the tuning log of the model's tasks")
     export.add_argument("--weights", choices=WEIGHT_FORMS, default="auto",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +33,10 @@ from ..graph.ir import Graph, GraphError
 from ..graph.layout import for_target
 from ..graph.network import input_dtype, network_tasks
 from ..graph.plan import Plan, kernel_source, plan_memory
+from ..lower.ir import PrimFunc
 from ..ops import Workload
 from ..ops.schedules import default_schedule
+from ..schedule.steps import Step
 from ..target import Target
 from ..task import Task
 from .kernel import write_files
@@ -63,27 +66,46 @@ class NetworkExport:
     weights_why: str = ""
 
 
-def _kernels(
-    graph: Graph, log: str | os.PathLike[str] | None, target: Target, portable: bool
+#: a network kernel's C and scratch bytes, from its lowered function
+KernelPrinter = Callable[[PrimFunc], tuple[str, int]]
+#: the program of a task: its steps and whether a log gave them (else its default schedule)
+ProgramChooser = Callable[[Task], tuple[tuple[Step, ...], bool]]
+
+
+def network_kernels(
+    graph: Graph, target: Target, choose: ProgramChooser, emit: KernelPrinter
 ) -> tuple[dict[Workload, tuple[str, int]], dict[str, str], int]:
     """Per workload (kernel name, scratch bytes); the kernel files; tasks taken from the log."""
     kernels: dict[Workload, tuple[str, int]] = {}
     files: dict[str, str] = {}
     tuned = 0
     for i, task in enumerate(network_tasks(graph, str(target))):
-        record = find_best(task, log=log, db=False).record if log is not None else None
-        steps = record.steps if record is not None else default_schedule(task.workload, target)[0].steps
-        tuned += record is not None
+        steps, from_log = choose(task)
+        tuned += from_log
         name = f"model_k{i}"
-        func = Task(task.workload, target=target).lowered(steps, name).func()
-        threads = 1 if portable else (target.num_threads or 1)
-        source, scratch = kernel_source(func, portable, threads, target.vector_bytes or 16)
+        source, scratch = emit(Task(task.workload, target=target).lowered(steps, name).func())
         files[f"kernel{i}.c"] = f"/* {task.workload} */\n{source}"
         kernels[task.workload] = (name, scratch)
     return kernels, files, tuned
 
 
-def _flat_weights(graph: Graph) -> tuple[np.ndarray, dict[str, int]]:
+def _kernels(
+    graph: Graph, log: str | os.PathLike[str] | None, target: Target, portable: bool
+) -> tuple[dict[Workload, tuple[str, int]], dict[str, str], int]:
+    """:func:`network_kernels` of the Linux-class export: each task's best record in ``log``."""
+
+    def choose(task: Task) -> tuple[tuple[Step, ...], bool]:
+        record = find_best(task, log=log, db=False).record if log is not None else None
+        if record is not None:
+            return tuple(record.steps), True
+        return tuple(default_schedule(task.workload, target)[0].steps), False
+
+    threads = 1 if portable else (target.num_threads or 1)
+    return network_kernels(graph, target, choose,
+                           lambda func: kernel_source(func, portable, threads, target.vector_bytes or 16))
+
+
+def flat_weights(graph: Graph) -> tuple[np.ndarray, dict[str, int]]:
     """All constants in one float32 array, and where each one starts in it."""
     offsets: dict[str, int] = {}
     chunks = []
@@ -120,7 +142,7 @@ def _choose_weights(graph: Graph, flat: np.ndarray, weights: str) -> tuple[str, 
     return "c", f"{size} of constants, at most the {limit} above which they go to weights.bin"
 
 
-def _weights_c(graph: Graph, flat: np.ndarray) -> str:
+def weights_c(graph: Graph, flat: np.ndarray) -> str:
     bad = _not_finite(graph)
     if bad:
         raise ValueError(f"constants {bad[:3]} hold NaN or infinity: cannot write them as C numbers "
@@ -140,7 +162,7 @@ void model_set_weights(const float* weights) { model_weights = weights; }
 """
 
 
-class _ModelC:
+class ModelC:
     """Writes model.c: one call per step, each value at its planned place."""
 
     def __init__(self, graph: Graph, plan: Plan, weights: dict[str, int]) -> None:
@@ -215,10 +237,10 @@ def export_network(
     kernels, files, tuned = _kernels(graph, log, tgt, portable)
     scratch = [kernels[g.workload][1] if g.workload is not None else 0 for g in steps]
     plan = plan_memory(graph, steps, scratch)
-    flat, offsets = _flat_weights(graph)
+    flat, offsets = flat_weights(graph)
     weights, why = _choose_weights(graph, flat, weights)
-    files["weights.c"] = _weights_c(graph, flat) if weights == "c" else BLOB_C
-    files["model.c"] = _ModelC(graph, plan, offsets).text(steps, kernels)
+    files["weights.c"] = weights_c(graph, flat) if weights == "c" else BLOB_C
+    files["model.c"] = ModelC(graph, plan, offsets).text(steps, kernels)
     files["model.h"] = model_h(graph, plan, flat.size if weights == "blob" else None)
     files["main.c"] = MAIN_C
     files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)

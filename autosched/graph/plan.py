@@ -69,13 +69,17 @@ def kernel_source(func: PrimFunc, portable: bool, num_threads: int, vector_bytes
 @dataclass(frozen=True, slots=True)
 class Plan:
     """Workspace offsets of the intermediate values (an alias shares its root's offset, output
-    values live in the caller's output arrays), per-step scratch offsets, and the sizes."""
+    values live in the caller's output arrays), per-step scratch offsets, and the sizes: ``peak``
+    (the workspace), ``total`` (every buffer its own bytes) and ``floor`` (the most bytes live at
+    once, at the step that needs most: no placement needs less; gaps between buffers of different
+    lifetimes make ``peak`` exceed it)."""
 
     offsets: dict[str, int]
     scratch: list[int]
     roots: dict[str, str]
     peak: int
     total: int
+    floor: int = 0
 
 
 def plan_memory(graph: Graph, steps: Sequence[Group], scratch: Sequence[int]) -> Plan:
@@ -111,6 +115,8 @@ def plan_memory(graph: Graph, steps: Sequence[Group], scratch: Sequence[int]) ->
         placed.append((start, end, offset, size))
         offsets[v] = offset
     peak = max((o + s for _, _, o, s in placed), default=0)
+    floor = max((sum(s for a, b, _, s in placed if a <= i <= b) for i in range(len(steps) + 1)), default=0)
     scratch_at = [offsets.get(f"#scratch{i}", 0) for i in range(len(scratch))]
     total = sum(sizes.values()) + sum(scratch)
-    return Plan({v: o for v, o in offsets.items() if not v.startswith("#")}, scratch_at, roots, peak, total)
+    return Plan({v: o for v, o in offsets.items() if not v.startswith("#")}, scratch_at, roots, peak, total,
+                floor)

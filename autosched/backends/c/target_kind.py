@@ -15,6 +15,7 @@ from typing import Any
 
 from ...hardware import ARCH_DEFAULTS, GENERIC, compiler_arch, host_arch, host_hardware
 from ...target import Target, TargetError, TargetKind
+from .microcontroller import bare_metal_cflags, complete_bare_metal, is_bare_metal
 
 _CPU_FLAG_STYLE: dict[str, tuple[str, ...]] = {
     "x86_64": ("-march={}", "-mtune={}"),
@@ -57,15 +58,21 @@ class CKind(TargetKind):
     cpu = True
     like = "c"
     options = ("cc", "mcpu", "mfpu", "mtriple", "mattr", "cflags", "num-threads", "cores", "vector-bytes",
-               "l1", "l2", "l3")  # fmt: skip
-    optional = frozenset({"mcpu", "mfpu", "mtriple", "mattr"})
+               "l1", "l2", "l3", "mfloat-abi", "ram")  # fmt: skip
+    optional = frozenset({"mcpu", "mfpu", "mtriple", "mattr", "mfloat-abi", "ram"})
 
     def complete(self, given: dict[str, Any]) -> dict[str, Any]:
-        """Fill the hardware from the host for a native compiler, else from the arch's defaults."""
+        """Fill the hardware from the host for a native compiler, from the core for a bare-metal one
+        (:mod:`~autosched.backends.c.microcontroller`), else from the arch's defaults."""
         values = {"cc": "gcc", "extra_cflags": ()} | given
         arch = compiler_arch(values["cc"], values.get("mtriple"))
         if "mfpu" in given and arch != "arm":
             raise TargetError(f"-mfpu is for 32-bit ARM compilers (arm-linux-gnueabihf-gcc), not {arch} ones")
+        if is_bare_metal(values["cc"], values.get("mtriple")):
+            return complete_bare_metal(values)
+        for option, field in (("mfloat-abi", "float_abi"), ("ram", "ram")):
+            if field in given:
+                raise TargetError(f"-{option} is for bare-metal targets (-cc=arm-none-eabi-gcc)")
         hw = host_hardware() if arch == host_arch() else ARCH_DEFAULTS.get(arch, GENERIC)
         values = dataclasses.asdict(hw) | values
         values.setdefault("num_threads", values["cores"])
@@ -83,7 +90,10 @@ class CKind(TargetKind):
     def cflags(self, target: Target, shared: bool) -> list[str]:
         """``-O3 -std=gnu11 -fPIC [-shared] -fopenmp -ffp-contract=fast -fno-math-errno`` + CPU flags
         + extras (kernels never read ``errno``: without it, loops calling ``expf``, ``logf``, ``powf``
-        or ``sqrtf`` vectorize)."""
+        or ``sqrtf`` vectorize); a bare-metal target's own flags (no OpenMP, no ``-fPIC``)."""
+        assert target.cc is not None
+        if is_bare_metal(target.cc, target.mtriple):
+            return bare_metal_cflags(target)
         flags = ["-O3", "-std=gnu11", "-fPIC", *(["-shared"] if shared else [])]
         flags += [openmp_flag(target), "-ffp-contract=fast", "-fno-math-errno"]
         if "clang" not in Path(target.cc or "gcc").name:

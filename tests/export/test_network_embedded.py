@@ -1,0 +1,96 @@
+"""A network exported for a microcontroller (``export MODEL.onnx --embedded``): built with
+arm-none-eabi-gcc -Wall -Werror for a Cortex-M4 and a Cortex-M55, run on QEMU's emulated boards
+against onnxruntime; no heap, stdio or OpenMP in its C; a model beyond the target's RAM refused."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
+ort = pytest.importorskip("onnxruntime", reason="needs onnxruntime (pip install onnxruntime)")
+
+import graph_models as gm  # noqa: E402  (needs onnx)
+
+import autosched as asc  # noqa: E402
+from autosched.export.embedded import EmbeddedError  # noqa: E402
+from autosched.export.network_mcu import export_network_embedded  # noqa: E402
+
+M4 = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard"
+M55 = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m55 -mfloat-abi=hard"
+
+
+def _sample(model: onnx.ModelProto, shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return x, ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+
+
+@pytest.mark.requires("arm-none-eabi-gcc", "qemu-system-arm", "make")
+@pytest.mark.parametrize("target", [M4, M55], ids=["cortex-m4", "cortex-m55"])
+@pytest.mark.parametrize(("model", "shape"), [(gm.conv_bn_relu_pool_dense(), (1, 3, 16, 16)),
+                                              (gm.residual_block(), (1, 8, 8, 8))], ids=["cbrpd", "residual"])
+def test_network_matches_onnxruntime_on_the_board(
+    model: onnx.ModelProto, shape: tuple[int, ...], target: str, tmp_path: Path
+) -> None:
+    x, refs = _sample(model, shape, seed=5)
+    export = export_network_embedded(asc.from_onnx(model), target, tmp_path, [x], refs)
+    make = ["make", "-s", "-C", str(tmp_path), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+    assert "0 of " in run.stdout
+    library = [p for p in tmp_path.glob("*.c") if p.name not in ("check.c", "startup.c")]
+    assert len(library) == export.tasks + 2  # the kernels, model.c and weights.c
+    for p in library:
+        assert not re.search(r"malloc|calloc|free\(|stdio|printf|omp parallel|_POSIX", p.read_text()), p.name
+    assert "const float model_weights[" in (tmp_path / "weights.c").read_text()  # in flash
+    assert export.sizes is not None and export.sizes.flash > export.weight_bytes > 0
+    assert export.sizes.ram == 0  # nothing static: the workspace is the caller's
+    assert 0 < export.plan.floor <= export.plan.peak <= export.plan.total
+    header = (tmp_path / "model.h").read_text()
+    assert f"#define MODEL_WORKSPACE_BYTES {export.plan.peak}" in header
+
+
+def test_a_model_beyond_the_ram_is_refused_in_one_line(tmp_path: Path) -> None:
+    model = gm.conv_bn_relu_pool_dense()
+    x, refs = _sample(model, (1, 3, 16, 16), seed=1)
+    with pytest.raises(EmbeddedError, match=r"needs a workspace of \d+ bytes at its peak, more than the 4096 "
+                                            r"bytes of RAM") as caught:
+        export_network_embedded(asc.from_onnx(model), M4 + " -ram=4K", tmp_path, [x], refs)
+    assert "\n" not in str(caught.value) and not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.requires("arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_a_keyword_spotting_cnn_fits_a_small_board_at_its_floor(tmp_path: Path) -> None:
+    """DS-CNN (49x10 input, ~23k parameters): its workspace is within 10% of the bytes live at once
+    at its largest layer, its flash is the weights and a little code, and it matches onnxruntime
+    on the emulated Cortex-M4 within 256 KiB of RAM."""
+    model = gm.ds_cnn()
+    x, refs = _sample(model, (1, 1, 49, 10), seed=2)
+    export = export_network_embedded(asc.from_onnx(model), M4 + " -ram=256K", tmp_path, [x], refs)
+    largest = 2 * 25 * 5 * 64 * 4  # a 64-channel 25x5 block's input and output, float32
+    assert export.plan.floor >= largest and export.plan.peak <= 1.1 * export.plan.floor
+    assert export.sizes is not None and export.weight_bytes < export.sizes.flash < 1.1 * export.weight_bytes
+    assert f"workspace {export.plan.peak} B at its peak (floor {export.plan.floor} B" in export.summary()
+    assert export.summary() in (tmp_path / "model.h").read_text()
+    make = ["make", "-s", "-C", str(tmp_path), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+
+
+@pytest.mark.requires("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_programs_tuned_here_serve_the_network_on_the_board(tmp_path: Path) -> None:
+    """Each task takes the fastest program the log holds for its workload on this host, printed for
+    the Cortex-M55, and the network still matches onnxruntime."""
+    model = gm.conv_bn_relu_pool_dense()
+    graph = asc.from_onnx(model)
+    asc.tune_network(graph, trials=10, log=tmp_path / "net.jsonl", progress=False)
+    x, refs = _sample(model, (1, 3, 16, 16), seed=3)
+    export = export_network_embedded(graph, M55, tmp_path / "lib", [x], refs, log=tmp_path / "net.jsonl")
+    assert export.tuned >= 1
+    make = ["make", "-s", "-C", str(tmp_path / "lib"), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
