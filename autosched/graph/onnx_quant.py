@@ -1,5 +1,8 @@
 """ONNX converters of QuantizeLinear and DequantizeLinear (QDQ models, as onnxruntime's
-``quantize_static`` writes them) with a scale per tensor.
+``quantize_static`` writes them) with a scale per tensor, and of the QOperator form's operators
+(QLinearConv, QLinearMatMul and onnxruntime's com.microsoft QGemm, QLinearAdd/Mul, QLinearConcat,
+QLinearSigmoid/LeakyRelu/GlobalAveragePool), each written as the DequantizeLinear of its inputs, the
+float operator and a QuantizeLinear.
 
 The graph computes in one float type: a quantized value is its integers as whole numbers in it,
 and a QuantizeLinear / DequantizeLinear pair rounds an activation to the integer grid and back
@@ -51,3 +54,113 @@ def _quantize(cx: Importer, n: OnnxNode) -> list[Result]:
 def _dequantize(cx: Importer, n: OnnxNode) -> list[Result]:
     scale, zero, _ = _per_tensor(cx, n)
     return [cx.b.dequantize(cx.value(n.inputs[0]), scale, zero, name=n.name)]
+
+
+def _expand(cx: Importer, n: OnnxNode, nodes: list[OnnxNode]) -> list[Result]:
+    """Convert ``nodes`` (the expansion of ``n``, whose last output is ``n``'s) in order."""
+    for part in nodes:
+        cx.convert(part)
+    last = nodes[-1].outputs[0]
+    return [cx.values[last] if last in cx.values else cx.consts[last]]
+
+
+def _bias(cx: Importer, n: OnnxNode, x_scale: str, w_scale: str, at: int, out: str) -> list[str]:
+    """The float bias of a QLinearConv: its int32 bias times x_scale x w_scale (per channel),
+    added to ``cx.consts`` as ``out``; [] where there is none."""
+    if not cx.has(n, at):
+        return []
+    bias = cx.const(n, at, "bias").astype(np.float64)
+    scale = cx.consts[x_scale].astype(np.float64) * cx.consts[w_scale].astype(np.float64).reshape(-1)
+    cx.consts[out] = (bias * scale).astype(cx.b.dtype)
+    return [out]
+
+
+@converter("QLinearConv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+           doc="as DequantizeLinear of input and weight, Conv with the int32 bias scaled, QuantizeLinear "
+               "(activations per tensor, weights per tensor or channel)")
+def _qlinear_conv(cx: Importer, n: OnnxNode) -> list[Result]:
+    x, xs, xz, w, ws, wz, ys, yz = n.inputs[:8]
+    for scale in (xs, ws, ys):
+        cx.const(n, n.inputs.index(scale), "scale")
+    tag = f"{n.name}.qlinear"
+    bias = _bias(cx, n, xs, ws, 8, f"{tag}.bias")
+    return _expand(cx, n, [
+        OnnxNode("DequantizeLinear", f"{tag}.x", [x, xs, xz], [f"{tag}.xf"]),
+        OnnxNode("DequantizeLinear", f"{tag}.w", [w, ws, wz], [f"{tag}.wf"], {"axis": 0}),
+        OnnxNode("Conv", f"{tag}.conv", [f"{tag}.xf", f"{tag}.wf", *bias], [f"{tag}.yf"], dict(n.attrs)),
+        OnnxNode("QuantizeLinear", n.name, [f"{tag}.yf", ys, yz], [f"{tag}.y"]),
+    ])
+
+
+@converter("QLinearMatMul", doc="as DequantizeLinear of both operands, MatMul, QuantizeLinear "
+           "(a constant right operand per tensor or per column)")
+def _qlinear_matmul(cx: Importer, n: OnnxNode) -> list[Result]:
+    a, a_s, a_z, b, b_s, b_z, ys, yz = n.inputs[:8]
+    tag = f"{n.name}.qlinear"
+    axis = {"axis": len(cx.shape(b)) - 1} if cx.is_const(b_s) and cx.consts[b_s].size > 1 else {}
+    return _expand(cx, n, [
+        OnnxNode("DequantizeLinear", f"{tag}.a", [a, a_s, a_z], [f"{tag}.af"]),
+        OnnxNode("DequantizeLinear", f"{tag}.b", [b, b_s, b_z], [f"{tag}.bf"], axis),
+        OnnxNode("MatMul", f"{tag}.matmul", [f"{tag}.af", f"{tag}.bf"], [f"{tag}.yf"]),
+        OnnxNode("QuantizeLinear", n.name, [f"{tag}.yf", ys, yz], [f"{tag}.y"]),
+    ])
+
+
+def _dq(tag: str, triple: list[str], k: int) -> OnnxNode:
+    """DequantizeLinear of (value, scale, zero point) ``triple`` into ``{tag}.in{k}``."""
+    return OnnxNode("DequantizeLinear", f"{tag}.dq{k}", list(triple), [f"{tag}.in{k}"])
+
+
+def _q(n: OnnxNode, tag: str, scale: str, zero: str) -> OnnxNode:
+    return OnnxNode("QuantizeLinear", n.name, [f"{tag}.out", scale, zero], [f"{tag}.q"])
+
+
+#: onnxruntime's QOperator contrib operators -> the float operator they quantize
+BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
+UNARY = {"QLinearSigmoid": "Sigmoid", "QLinearLeakyRelu": "LeakyRelu",
+         "QLinearGlobalAveragePool": "GlobalAveragePool"}
+
+
+@converter(*BINARY, doc="(com.microsoft) as DequantizeLinear of both operands, the float operator, "
+           "QuantizeLinear")
+def _qlinear_binary(cx: Importer, n: OnnxNode) -> list[Result]:
+    tag = f"{n.name}.qlinear"
+    a, b = n.inputs[0:3], n.inputs[3:6]
+    op = OnnxNode(BINARY[n.op], f"{tag}.op", [f"{tag}.in0", f"{tag}.in1"], [f"{tag}.out"])
+    return _expand(cx, n, [_dq(tag, a, 0), _dq(tag, b, 1), op, _q(n, tag, *n.inputs[6:8])])
+
+
+@converter(*UNARY, attrs=("alpha", "channels_last"),
+           doc="(com.microsoft) as DequantizeLinear, the float operator, QuantizeLinear; channels first")
+def _qlinear_unary(cx: Importer, n: OnnxNode) -> list[Result]:
+    if n.attrs.get("channels_last", 0):
+        raise GraphError("channels_last = 1 is not supported")
+    tag = f"{n.name}.qlinear"
+    attrs = {"alpha": n.attrs["alpha"]} if "alpha" in n.attrs else {}
+    op = OnnxNode(UNARY[n.op], f"{tag}.op", [f"{tag}.in0"], [f"{tag}.out"], attrs)
+    return _expand(cx, n, [_dq(tag, n.inputs[0:3], 0), op, _q(n, tag, *n.inputs[3:5])])
+
+
+@converter("QLinearConcat", attrs=("axis",), doc="(com.microsoft) as DequantizeLinear of each input, "
+           "Concat, QuantizeLinear")
+def _qlinear_concat(cx: Importer, n: OnnxNode) -> list[Result]:
+    tag = f"{n.name}.qlinear"
+    triples = [n.inputs[i:i + 3] for i in range(2, len(n.inputs), 3)]
+    parts = [_dq(tag, t, k) for k, t in enumerate(triples)]
+    concat = OnnxNode("Concat", f"{tag}.op", [p.outputs[0] for p in parts], [f"{tag}.out"], dict(n.attrs))
+    return _expand(cx, n, [*parts, concat, _q(n, tag, *n.inputs[0:2])])
+
+
+@converter("QGemm", attrs=("alpha", "transA", "transB"),
+           doc="(com.microsoft) as DequantizeLinear of A and B, Gemm with the int32 bias scaled, "
+               "QuantizeLinear where an output scale is given")
+def _qgemm(cx: Importer, n: OnnxNode) -> list[Result]:
+    tag = f"{n.name}.qlinear"
+    a, b = n.inputs[0:3], n.inputs[3:6]
+    axis = {"axis": 0 if n.attrs.get("transB", 0) else 1} if cx.consts.get(b[1], np.zeros(1)).size > 1 else {}
+    bias = _bias(cx, n, a[1], b[1], 6, f"{tag}.bias")
+    gemm = OnnxNode("Gemm", f"{tag}.op" if cx.has(n, 7) else n.name, [f"{tag}.in0", f"{tag}.in1", *bias],
+                    [f"{tag}.out"], dict(n.attrs))
+    dq_b = OnnxNode("DequantizeLinear", f"{tag}.dq1", list(b), [f"{tag}.in1"], axis)
+    quantize = [_q(n, tag, *n.inputs[7:9])] if cx.has(n, 7) else []
+    return _expand(cx, n, [_dq(tag, a, 0), dq_b, gemm, *quantize])

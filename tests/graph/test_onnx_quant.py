@@ -19,27 +19,28 @@ import autosched as asc  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
 
 
-def _quantized(name: str, tmp_path: Path) -> tuple[onnx.ModelProto, str, tuple[int, ...]]:
-    """Zoo model ``name`` quantized to QDQ by onnxruntime, calibrated on 8 random inputs."""
+def _quantize(
+    proto: onnx.ModelProto, feeds: dict[str, np.ndarray], tmp_path: Path, form: str
+) -> onnx.ModelProto:
+    """``proto`` quantized by onnxruntime in ``form`` (QDQ or QOperator: uint8 activations per
+    tensor, 7-bit int8 weights per channel), calibrated on 8 random inputs shaped like ``feeds``."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    proto, feeds = ZOO[name]()
-    (input_name, example), = feeds.items()
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
-            rng = np.random.default_rng(1)
-            self.batches = iter([{input_name: rng.standard_normal(example.shape).astype(np.float32)}
-                                 for _ in range(8)])
+            self.batches = iter([{k: rand(*v.shape, seed=10 + i, low=-2.0, high=2.0)
+                                  for k, v in feeds.items()} for i in range(8)])
 
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.batches, None)
 
-    src, dst = tmp_path / f"{name}.onnx", tmp_path / f"{name}_qdq.onnx"
+    src, dst = tmp_path / "float.onnx", tmp_path / f"{form}.onnx"
     onnx.save(proto, str(src))
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return onnx.load(str(dst)), input_name, example.shape
+    # reduce_range: 7-bit weights, so that onnxruntime's u8 x s8 kernels on CPUs without VNNI do not
+    # saturate their 16-bit pair sums (on such a CPU they do with 8-bit weights, and compute another model)
+    quantize_static(str(src), str(dst), Reader(), quant_format=getattr(QuantFormat, form), per_channel=True,
+                    reduce_range=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return onnx.load(str(dst))
 
 
 def _session(proto: onnx.ModelProto, fused: bool) -> ort.InferenceSession:
@@ -52,7 +53,10 @@ def _session(proto: onnx.ModelProto, fused: bool) -> ort.InferenceSession:
 @pytest.mark.requires("gcc")
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet50"])
 def test_a_qdq_model_computes_the_quantized_model(name: str, tmp_path: Path) -> None:
-    proto, input_name, shape = _quantized(name, tmp_path)
+    float_proto, feeds = ZOO[name]()
+    proto = _quantize(float_proto, feeds, tmp_path, "QDQ")
+    (input_name, example), = feeds.items()
+    shape = example.shape
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in proto.graph.node}
     net = asc.build_network(asc.from_onnx(proto))
     plain, fused = _session(proto, fused=False), _session(proto, fused=True)
@@ -87,3 +91,45 @@ def test_a_scale_per_axis_of_a_computed_value_is_one_line() -> None:
     with pytest.raises(GraphError, match=r"^QuantizeLinear node 'quantizelinear_q': a scale and zero point "
                        r"per axis of a computed value are not supported \(per tensor\)$"):
         asc.from_onnx(model(nodes, {"x": x}, ["y"], inits))
+
+
+def _float_model(op: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A float model around one operator that onnxruntime's QOperator form quantizes."""
+    x = rand(1, 4, 6, 6, low=-2.0, high=2.0)
+    conv = node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+    inits = {"w": rand(4, 4, 3, 3, seed=1), "b": rand(4, seed=2)}
+    if op == "QLinearConv":
+        return model([conv, node("Relu", ["c"], ["y"])], {"x": x}, ["y"], inits), {"x": x}
+    if op in ("QLinearAdd", "QLinearMul", "QLinearConcat"):
+        other = node("Conv", ["x", "w2"], ["d"])
+        join = (node("Concat", ["c", "d"], axis=1) if op == "QLinearConcat"
+                else node(op.removeprefix("QLinear"), ["c", "d"]))
+        inits["w2"] = rand(4, 4, 1, 1, seed=3)
+        return model([conv, other, join], {"x": x}, ["y"], inits), {"x": x}
+    if op == "QLinearGlobalAveragePool":
+        return model([conv, node("GlobalAveragePool", ["c"])], {"x": x}, ["y"], inits), {"x": x}
+    if op == "QLinearLeakyRelu":
+        return model([conv, node("LeakyRelu", ["c"], alpha=0.2)], {"x": x}, ["y"], inits), {"x": x}
+    v = rand(3, 8, low=-2.0, high=2.0)
+    if op == "QGemm":
+        gemm = node("Gemm", ["v", "g", "gb"], transB=1)
+        return model([gemm], {"v": v}, ["y"], {"g": rand(5, 8, seed=4), "gb": rand(5, seed=5)}), {"v": v}
+    return model([node("MatMul", ["v", "m"])], {"v": v}, ["y"], {"m": rand(8, 5, seed=6)}), {"v": v}
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("op", ["QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul",
+                                "QLinearConcat", "QLinearGlobalAveragePool", "QLinearLeakyRelu"])
+def test_qoperator_form_matches_onnxruntime_within_a_step(op: str, tmp_path: Path) -> None:
+    """Each quantized operator against onnxruntime's int8 kernel: equal, or one step of the output's
+    integer grid apart where the two round a sum differently."""
+    proto, feeds = _float_model(op)
+    quantized = _quantize(proto, feeds, tmp_path, "QOperator")
+    assert op in {n.op_type for n in quantized.graph.node}
+    last = quantized.graph.node[-1]
+    assert last.op_type == "DequantizeLinear"
+    scales = {t.name: onnx.numpy_helper.to_array(t) for t in quantized.graph.initializer}
+    step = float(scales[last.input[1]])
+    got = asc.build_network(asc.from_onnx(quantized))(*feeds.values())
+    want = _session(quantized, fused=True).run(None, feeds)[0]
+    assert np.abs(got - want).max() <= step * 1.001
