@@ -81,13 +81,14 @@ class VectorText:
 
     def store(self, s: VecStore) -> list[str]:
         """One statement per register-wide piece of ``s``."""
-        lanes = s.index.lanes
-        width = min(lanes, self.caps.width(s.buffer.dtype))
-        vt = self.vtype(s.buffer.dtype, width)
+        lanes, dtype = s.index.lanes, s.buffer.dtype
+        width = min(lanes, self.caps.width(dtype))
+        vt = self.vtype(dtype, width)
         name = self.p.buf(s.buffer)
         lines = []
         for lane in range(0, lanes, width):
-            value = self.vector(s.value, lane, width)
+            text, is_vector = self.part(s.value, lane, width, vt)
+            value = text if is_vector else self.bcast(vt, dtype, width, text)
             lines.append(f"*({vt}u*)&{name}[{self.index(s.index, lane)}] = {value};")
         return lines
 
@@ -105,14 +106,8 @@ class VectorText:
         text = self.text(r.base)
         return text if offset == 0 else f"{text} + {offset}" if offset > 0 else f"{text} - {-offset}"
 
-    def vector(self, e: Expr, lane: int, lanes: int) -> str:
-        """C text of lanes ``[lane, lane + lanes)`` of ``e`` as one vector."""
-        text, is_vector = self.part(e, lane, lanes)
-        return text if is_vector else self.bcast(e.dtype, lanes, text)
-
-    def bcast(self, dtype: str, lanes: int, text: str) -> str:
-        """A vector with every lane ``text`` (registers the helper on first use)."""
-        vt = self.vtype(dtype, lanes)
+    def bcast(self, vt: str, dtype: str, lanes: int, text: str) -> str:
+        """A vector of type ``vt`` with every lane ``text`` (registers the helper on first use)."""
         if f"{vt}_bcast" not in self.p.helpers:
             splat = ", ".join(["x"] * lanes)
             elem = self.p.ctype(dtype)
@@ -121,29 +116,28 @@ class VectorText:
             )
         return f"{vt}_bcast({text})"
 
-    def part(self, e: Expr, lane: int, lanes: int) -> tuple[str, bool]:
-        """(text, whether it is a vector) of lanes ``[lane, lane + lanes)`` of ``e``: broadcast
-        values stay scalar text until an operator needs them as vectors."""
+    def part(self, e: Expr, lane: int, lanes: int, vt: str) -> tuple[str, bool]:
+        """(text, whether it is a vector) of lanes ``[lane, lane + lanes)`` of ``e``, a vector of
+        type ``vt``: broadcast values stay scalar text until an operator needs them as vectors."""
         if isinstance(e, Broadcast):
             return self.text(e.value), False
         if isinstance(e, VecLoad):
-            vt, name = self.vtype(e.dtype, lanes), self.p.buf(e.buffer)
+            name = self.p.buf(e.buffer)
             if e.index.stride == 1:
                 return f"(*(const {vt}u*)&{name}[{self.index(e.index, lane)}])", True
             items = ", ".join(f"{name}[{self.index(e.index, k)}]" for k in range(lane, lane + lanes))
             return f"(({vt}){{{items}}})", True
         if isinstance(e, Lanes):
-            items = ", ".join(self.p.expr(v) for v in e.values[lane : lane + lanes])
-            return f"(({self.vtype(e.dtype, lanes)}){{{items}}})", True
+            return f"(({vt}){{{', '.join(self.p.expr(v) for v in e.values[lane : lane + lanes])}}})", True
         assert isinstance(e, VecOp), e
-        parts = [self.part(a, lane, lanes) for a in e.args]
-        texts = [t if is_vec else self.bcast(e.type, lanes, t) for t, is_vec in parts]
+        parts = [self.part(a, lane, lanes, vt) for a in e.args]  # all before any broadcast helper
+        texts = [t if is_vector else self.bcast(vt, e.type, lanes, t) for t, is_vector in parts]
         if e.op in VECTOR_OPS:
             return f"({texts[0]} {VECTOR_OPS[e.op]} {texts[1]})", True
         if e.op in ("min", "max"):
             return f"{self.minmax(e.op, e.type, lanes)}({texts[0]}, {texts[1]})", True
         if e.op == "sigmoid":
-            one = self.bcast(e.type, lanes, self.p.const(Const(1.0, e.type)))
+            one = self.bcast(vt, e.type, lanes, self.p.const(Const(1.0, e.type)))
             return f"({one} / ({one} + {self.math('exp', 1, e.type, lanes)}(-{texts[0]})))", True
         return f"{self.math(e.op, len(texts), e.type, lanes)}({', '.join(texts)})", True
 
