@@ -6,9 +6,9 @@ each thread tag, the barrier, type and math names. Everything else is the C prin
 
 A thread-bound loop prints as a block that declares its variable as the work-item index
 (extents were checked equal to the launch's, so no guard is needed); a ``vthread`` loop is a serial
-loop; a vectorized loop is a dialect's vector statement where it has one (OpenCL's ``vload4`` /
-``vstore4``), else a loop with an unroll hint; shared buffers are declared at the top of
-the kernel (OpenCL requires it).
+loop; a vectorized loop is a dialect's vector statement where the vectorization pass made one
+(with the dialect's :meth:`~KernelPrinter.vector_caps`), else a loop with an unroll hint; shared
+buffers are declared at the top of the kernel (OpenCL requires it).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from ..lower.gpu import GpuFunc, GpuKernel
 from ..lower.ir import Buffer, For
+from ..lower.vectorize import VectorCaps
 from .printer import CPrinter
 
 
@@ -44,14 +45,12 @@ class KernelPrinter(CPrinter):
             return
         if s.kind == "parallel":
             raise ValueError(f"loop {s.var.name} is parallel: GPU kernels bind loops to threads instead")
-        if s.kind == "vectorized" and self.vector_loop(s, indent):
-            return
         kind = {"thread": "serial", "vectorized": "unroll_hint"}.get(s.kind, s.kind)
         super().loop(replace(s, kind=kind), indent)
 
-    def vector_loop(self, s: For, indent: int) -> bool:
-        """Print ``s`` as vector statements if the dialect can (False: printed as a loop)."""
-        return False
+    def vector_caps(self) -> VectorCaps | None:
+        """What the dialect prints as vectors (None: vectorized loops print as unrolled loops)."""
+        return None
 
     def allocate(self, b: Buffer, indent: int) -> None:
         if b.scope != "shared":  # shared buffers are declared at the top of the kernel
@@ -67,7 +66,7 @@ class KernelPrinter(CPrinter):
         for b in k.shared:
             self.emit(f"{self.shared_qualifier}{self.ctype(b.dtype)} {self.buf(b)}[{b.size}];", 1)
         self.scopes = [set()]
-        self.stmt(k.body, 1)
+        self.stmt(self.vectorized(k.body), 1)
         self.emit("}", 0)
         return name, "\n".join(self.lines)
 

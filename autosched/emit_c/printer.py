@@ -45,8 +45,10 @@ from ..lower.ir import (
     Store,
 )
 from ..lower.simplify import loop_end, simplify
+from ..lower.vector_ir import VecStore
+from ..lower.vectorize import VectorCaps, vectorize
 from .names import Namer
-from .vector import emit_vector_loop
+from .vector import VectorText, c_caps
 
 #: exact bfloat16 <-> float32 conversions on ``uint16_t`` bits (round half to even, NaN kept quiet)
 BF16_HELPERS = """\
@@ -86,7 +88,7 @@ class CPrinter:
         self.helpers: dict[str, str] = {}  # name -> definition, printed before the function
         self.extensions: set[str] = set()  # CPU extensions the intrinsics called need
         self.scopes: list[set[str]] = [set()]  # local buffers declared in each open C block
-        self.memos: dict[str, tuple[dict, dict, dict]] = {}  # per vector loop variable, see vector.py
+        self.vectors = VectorText(self, c_caps(vector_bytes))
 
     # -- names and types
     def ctype(self, dtype: str) -> str:
@@ -247,6 +249,9 @@ class CPrinter:
         elif isinstance(s, Seq):
             for x in s.stmts:
                 self.stmt(x, indent)
+        elif isinstance(s, VecStore):
+            for line in self.vector_store(s):
+                self.emit(line, indent)
         elif isinstance(s, For):
             self.loop(s, indent)
         elif isinstance(s, IfThenElse):
@@ -271,6 +276,20 @@ class CPrinter:
         else:
             raise TypeError(f"the C printer cannot print {type(s).__name__}")
 
+    def vector_caps(self) -> VectorCaps | None:
+        """What the dialect prints as vectors (None: no vector statements), for the
+        vectorization pass the printer runs first."""
+        return None if self.portable else self.vectors.caps
+
+    def vector_store(self, s: VecStore) -> list[str]:
+        """The lines of a vector store (GCC/Clang vector extensions, see vector.py)."""
+        return self.vectors.store(s)
+
+    def vectorized(self, body: Stmt) -> Stmt:
+        """``body`` after the vectorization pass with this dialect's :meth:`vector_caps`."""
+        caps = self.vector_caps()
+        return body if caps is None else vectorize(body, caps)
+
     def allocate(self, b: Buffer, indent: int) -> None:
         if b.scope == "global":
             raise ValueError(f"heap buffer {b.name} must be allocated at function level")
@@ -283,10 +302,7 @@ class CPrinter:
         self.emit(f"{qual}{self.ctype(b.dtype)} {self.buf(b)}[{self.extent(b.size)}]{align};", indent)
 
     def loop(self, s: For, indent: int) -> None:
-        if s.kind == "vectorized" and not self.portable:
-            if emit_vector_loop(self, s, indent):
-                return
-        elif s.kind == "parallel" and not self.portable:
+        if s.kind == "parallel" and not self.portable:
             self.emit(self.parallel_pragma.format(n=self.num_threads), indent)
         elif s.kind in ("unrolled", "unroll_hint") and not self.portable and isinstance(s.extent, int):
             self.emit(self.unroll_pragma.format(n=s.extent), indent)
@@ -316,7 +332,8 @@ class CPrinter:
             self.buf(b)
         for v in (*func.sizes, *func.scalars):
             self.var(v)
-        body, heap = split_heap(func.body)
+        self.vectors.texts.clear()  # texts by node identity: only of this function's nodes
+        body, heap = split_heap(self.vectorized(func.body))
         self.lines = [self.signature(func, name) + " {"]
         for b in heap:
             n = b.size if isinstance(b.size, int) else f"(size_t){self.extent(b.size)}"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ..emit_c.gpu import KernelPrinter, emit_kernels
-from ..expr import Var
+from ..expr import Expr
 from ..lower.gpu import GpuFunc, GpuKernel
-from ..lower.ir import For
-from .vector import float4_store
+from ..lower.vector_ir import Extract, VecLoad, VecStore
+from ..lower.vectorize import VectorCaps
+from .vector import CUDA_CAPS, extract, float4_store
 
 
 class CudaPrinter(KernelPrinter):
@@ -33,18 +34,17 @@ class CudaPrinter(KernelPrinter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lanes: dict[Var, str] = {}  # a float4 temporary -> its lane, while a lane prints
+        self.temps: dict[VecLoad, str] = {}  # a float4 load -> its temporary, while a store prints
 
-    def var(self, v: Var) -> str:
-        lane = self.lanes.get(v)
-        return lane if lane is not None else super().var(v)
+    def expr(self, e: Expr) -> str:
+        return extract(e, self.temps) if isinstance(e, Extract) else super().expr(e)
 
-    def vector_loop(self, s: For, indent: int) -> bool:
-        """An aligned, contiguous store of 4 floats as ``float4`` accesses (see vector.py)."""
-        lines = float4_store(self, s, self.lanes)
-        for line in lines or ():
-            self.emit(line, indent)
-        return lines is not None
+    def vector_caps(self) -> VectorCaps:
+        """Aligned, contiguous runs of 4 floats as ``float4`` accesses (see vector.py)."""
+        return CUDA_CAPS
+
+    def vector_store(self, s: VecStore) -> list[str]:
+        return float4_store(self, s, self.temps)
 
     def launch_bounds(self, k: GpuKernel) -> str:
         """``__launch_bounds__(threads per block)``."""

@@ -1,60 +1,50 @@
-"""CUDA vector statements: a vectorized loop of 4 iterations that stores 4 contiguous floats at an
-index provably a multiple of 4 (every coefficient and the constant of the affine index divisible
-by 4) becomes one ``float4`` store, and each of its contiguous loads with such an index one
-``float4`` load; other operands are computed per lane. Only global and shared buffers are
+"""CUDA vector statements: what the vectorization pass makes with :data:`CUDA_CAPS`, printed as
+``float4`` accesses. A vectorized loop of 4 iterations that stores 4 contiguous floats at an index
+provably a multiple of 4 becomes one ``float4`` store, and each of its loads that is such a run
+one ``float4`` load; its value is computed lane by lane. Only global and shared buffers are
 accessed as ``float4`` (device allocations are 256-byte aligned and shared tiles are declared
-``__align__(16)``); anything else stays a scalar loop."""
+``__align__(16)``)."""
 
 from __future__ import annotations
 
 from ..emit_c.gpu import KernelPrinter
-from ..expr import Const, Expr, Var, rewrite, substitute
-from ..lower.access import aligned_run
-from ..lower.ir import BufLoad, For, Store
-from ..lower.simplify import simplify
+from ..expr import Expr, Var, children
+from ..lower.vector_ir import Extract, Lanes, VecLoad, VecStore
+from ..lower.vectorize import VectorCaps
 
 LANES = ("x", "y", "z", "w")
+CUDA_CAPS = VectorCaps(
+    dtypes=frozenset({"float32"}), lanes=(4,), aligned_only=True, scopes=frozenset({"global", "shared"}),
+    lanewise=True,
+)  # fmt: skip
 
 
-def float4_store(p: KernelPrinter, s: For, lanes: dict[Var, str]) -> list[str] | None:
-    """The lines of loop ``s`` as ``float4`` accesses printed by ``p`` (``lanes`` receives the
-    per-lane text of each vector temporary while they print), or None if it does not fit."""
-    body = s.body
-    if not (isinstance(body, Store) and isinstance(s.begin, int) and s.extent == 4):
-        return None
-    if not _vector_access(body.buffer.dtype, body.buffer.scope, body.index, s):
-        return None
-    loads: dict[BufLoad, Var] = {}
-
-    def lift(e: Expr) -> Expr | None:
-        if isinstance(e, BufLoad) and _vector_access(e.dtype, e.buffer.scope, e.index, s):
-            return loads.setdefault(e, Var(f"{e.buffer.name}_v4_{len(loads)}"))
-        return None
-
-    value = rewrite(body.value, lift)
+def float4_store(p: KernelPrinter, s: VecStore, temps: dict[VecLoad, str]) -> list[str]:
+    """The lines of ``s`` printed by ``p`` (``temps`` receives the name of each ``float4``
+    temporary while its lanes print)."""
+    assert s.aligned and isinstance(s.value, Lanes), s
+    loads = [e.vector for e in _extracts(s.value.values[0])]
     lines = ["{"]
-    for load, v in loads.items():
-        at = _at(p, load.index, s, 0)
-        lines.append(f"  const float4 {p.var(v)} = *(const float4*)&{p.buf(load.buffer)}[{at}];")
-    out = Var(f"{body.buffer.name}_v4_out")
-    lines.append(f"  float4 {p.var(out)};")
-    for i, lane in enumerate(LANES):
-        lanes.update({v: f"{p.var(v)}.{lane}" for v in loads.values()})
-        lane_value = simplify(substitute(value, {s.var: Const(s.begin + i)}))
-        lines.append(f"  {p.var(out)}.{lane} = {p.expr(lane_value)};")
-        lanes.clear()
-    lines.append(f"  *(float4*)&{p.buf(body.buffer)}[{_at(p, body.index, s, 0)}] = {p.var(out)};")
+    for load in dict.fromkeys(loads):
+        name = temps[load] = p.var(Var(f"{load.buffer.name}_v4_{len(temps)}"))
+        at = p.expr(load.index.index(0))
+        lines.append(f"  const float4 {name} = *(const float4*)&{p.buf(load.buffer)}[{at}];")
+    out = p.var(Var(f"{s.buffer.name}_v4_out"))
+    lines.append(f"  float4 {out};")
+    for lane, value in zip(LANES, s.value.values, strict=True):
+        lines.append(f"  {out}.{lane} = {p.expr(value)};")
+    temps.clear()
+    lines.append(f"  *(float4*)&{p.buf(s.buffer)}[{p.expr(s.index.index(0))}] = {out};")
     return lines + ["}"]
 
 
-def _vector_access(dtype: str, scope: str, index: Expr, s: For) -> bool:
-    """Whether ``index`` reads 4 contiguous floats from a 16-byte aligned address over ``s``."""
-    if dtype != "float32" or scope not in ("global", "shared"):
-        return False
-    assert isinstance(s.begin, int)
-    return aligned_run(index, s.var, s.begin, 4)
+def extract(e: Extract, temps: dict[VecLoad, str]) -> str:
+    """The text of a lane of a ``float4`` temporary."""
+    return f"{temps[e.vector]}.{LANES[e.lane]}"
 
 
-def _at(p: KernelPrinter, index: Expr, s: For, lane: int) -> str:
-    assert isinstance(s.begin, int)
-    return p.expr(simplify(substitute(index, {s.var: Const(s.begin + lane)})))
+def _extracts(e: Expr) -> list[Extract]:
+    """The lanes of vector loads in ``e``, in the order the printer meets them (left to right)."""
+    if isinstance(e, Extract):
+        return [e]
+    return [x for c in children(e) for x in _extracts(c)]

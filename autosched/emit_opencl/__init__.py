@@ -6,8 +6,9 @@ from typing import ClassVar
 
 from ..emit_c.gpu import KernelPrinter, emit_kernels
 from ..lower.gpu import GpuFunc
-from ..lower.ir import For
-from .vector import vector_store
+from ..lower.vector_ir import VecStore
+from ..lower.vectorize import VectorCaps
+from .vector import OPENCL_CAPS, vector_store
 
 
 class OpenCLPrinter(KernelPrinter):
@@ -32,12 +33,12 @@ class OpenCLPrinter(KernelPrinter):
     }  # fmt: skip
     prelude = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"
 
-    def vector_loop(self, s: For, indent: int) -> bool:
-        """A contiguous store of 2-16 floats as ``vstoreN`` of ``vloadN`` loads (see vector.py)."""
-        line = vector_store(self, s)
-        if line is not None:
-            self.emit(line, indent)
-        return line is not None
+    def vector_caps(self) -> VectorCaps:
+        """Contiguous stores of 2-16 floats as ``vstoreN`` of ``vloadN`` loads (see vector.py)."""
+        return OPENCL_CAPS
+
+    def vector_store(self, s: VecStore) -> list[str]:
+        return [vector_store(self, s)]
 
 
 def emit_opencl(func: GpuFunc) -> tuple[str, list[str]]:

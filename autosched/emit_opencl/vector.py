@@ -1,55 +1,32 @@
-"""OpenCL vector statements: a vectorized loop of 2, 4, 8 or 16 iterations that stores one
-contiguous run of floats becomes ``vstoreN(value, 0, &buf[base])``, its contiguous loads
-``vloadN``, its loop-invariant operands scalars (OpenCL widens them)."""
+"""OpenCL vector statements: what the vectorization pass makes with :data:`OPENCL_CAPS` (a loop of
+2, 4, 8 or 16 iterations storing one contiguous run of floats), printed as
+``vstoreN(value, 0, &buf[base])`` of ``vloadN`` loads, infix operators and ``fmin``/``fmax``; its
+loop-invariant operands stay scalars (OpenCL widens them)."""
 
 from __future__ import annotations
 
 from ..emit_c.gpu import KernelPrinter
-from ..expr import BinOp, Const, Expr, Var, substitute, walk
-from ..lower.access import along
-from ..lower.ir import BufLoad, For, Store
-from ..lower.simplify import simplify
+from ..expr import Expr
+from ..lower.vector_ir import Broadcast, VecLoad, VecOp, VecStore
+from ..lower.vectorize import VectorCaps
 
-WIDTHS = (2, 4, 8, 16)
 OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 FUNCS = {"min": "fmin", "max": "fmax"}
+OPENCL_CAPS = VectorCaps(
+    dtypes=frozenset({"float32", "float64"}), ops=frozenset({*OPS, *FUNCS}), lanes=(2, 4, 8, 16)
+)
 
 
-def vector_store(p: KernelPrinter, s: For) -> str | None:
-    """The ``vstoreN`` statement of loop ``s`` printed by ``p``, or None if it does not fit."""
-    body = s.body
-    if not (isinstance(body, Store) and isinstance(s.begin, int) and s.extent in WIDTHS):
-        return None
-    if body.buffer.dtype not in ("float32", "float64") or _coef(body.index, s.var) != 1:
-        return None
-    value = _vec(p, body.value, s, body.buffer.dtype)
-    if value is None:
-        return None
-    return f"vstore{s.extent}({value}, 0, &{p.buf(body.buffer)}[{_at(p, body.index, s)}]);"
+def vector_store(p: KernelPrinter, s: VecStore) -> str:
+    """The ``vstoreN`` statement of ``s`` printed by ``p``."""
+    return f"vstore{s.index.lanes}({_vec(p, s.value)}, 0, &{p.buf(s.buffer)}[{p.expr(s.index.index(0))}]);"
 
 
-def _coef(index: Expr, v: Var) -> int | None:
-    """The stride of ``v`` in ``index``, or None if ``index`` is not affine in it."""
-    return along(index, v)[2]
-
-
-def _at(p: KernelPrinter, index: Expr, s: For) -> str:
-    """``index`` at the loop's first iteration."""
-    assert isinstance(s.begin, int)
-    return p.expr(simplify(substitute(index, {s.var: Const(s.begin)})))
-
-
-def _vec(p: KernelPrinter, e: Expr, s: For, dtype: str) -> str | None:
-    """Vector text of ``e`` (scalar text where it does not depend on the loop), or None."""
-    if s.var not in walk(e):
-        return p.expr(e)
-    if isinstance(e, BufLoad):
-        if e.dtype != dtype or _coef(e.index, s.var) != 1:
-            return None
-        return f"vload{s.extent}(0, &{p.buf(e.buffer)}[{_at(p, e.index, s)}])"
-    if isinstance(e, BinOp) and (e.op in OPS or e.op in FUNCS):
-        a, b = _vec(p, e.a, s, dtype), _vec(p, e.b, s, dtype)
-        if a is None or b is None:
-            return None
-        return f"({a} {OPS[e.op]} {b})" if e.op in OPS else f"{FUNCS[e.op]}({a}, {b})"
-    return None
+def _vec(p: KernelPrinter, e: Expr) -> str:
+    if isinstance(e, Broadcast):
+        return p.expr(e.value)
+    if isinstance(e, VecLoad):
+        return f"vload{e.lanes}(0, &{p.buf(e.buffer)}[{p.expr(e.index.index(0))}])"
+    assert isinstance(e, VecOp) and len(e.args) == 2, e
+    a, b = _vec(p, e.args[0]), _vec(p, e.args[1])
+    return f"({a} {OPS[e.op]} {b})" if e.op in OPS else f"{FUNCS[e.op]}({a}, {b})"

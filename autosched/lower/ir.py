@@ -280,6 +280,8 @@ def format_stmt(s: Stmt) -> list[str]:
         return [f"{s.func.c_name(s.part)}({', '.join(to_str(a) for a in s.args)})"]
     if isinstance(s, Evaluate):
         return [to_str(s.value)]
+    if hasattr(s, "format_lines"):  # statements of later modules (vector stores)
+        return list(s.format_lines())
     raise TypeError(f"not a statement: {s!r}")
 
 
