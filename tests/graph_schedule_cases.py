@@ -60,7 +60,9 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
              ("avg-3d", ("1x3x5x6x7", "avg", "2,2,3", "2,2,2", "0,0,1,0,0,1", "1,1,1", True, False))],
     "reduce": [("rows", ("8x16", "1", "mean")), ("columns", ("3x7x5", "0,1", "max"))],
     "slice": [("even", ("4x8x8", "0,0,4", "4,8,8", "1,2,1")), ("odd", ("3x7x5", "1,2,0", "3,7,5", "1,3,2"))],
-    "gather": [("even", (1, 16, 8, 4)), ("odd", (3, 7, 5, 6))],
+    "gather": [("even", (1, 16, 8, 4)), ("odd", (3, 7, 5, 6)),
+               ("float-indices", (2, 9, 3, 5, "float32", "float32"))],
+    "index_to_float": [("even", (16,)), ("odd", (13,))],
     "instance_norm": [("even", (1, 8, 16, 1e-5)), ("odd", (2, 3, 13, 1e-3))],
     "resize": [("nearest", ("1x2x4x4", "1x2x8x8", "nearest", "asymmetric", "floor")),
                ("linear", ("1x3x5x6", "1x3x7x4", "linear", "half_pixel", "round_prefer_floor"))],
@@ -86,8 +88,11 @@ def _inline_epilogue(s: asc.Schedule, wl: asc.Workload) -> None:
 
 def _compute_at(s: asc.Schedule, wl: asc.Workload) -> None:
     out = wl.outputs[0]
+    inner = _inner(s, wl)
+    if not inner:
+        return
     axis = s[out].op.axis[1]
-    for t in _inner(s, wl):
+    for t in inner:
         s[t].compute_at(s[out], axis)
 
 
@@ -100,7 +105,8 @@ def _split_vectorize(s: asc.Schedule, wl: asc.Workload) -> None:
 
 def _parallel_unroll(s: asc.Schedule, wl: asc.Workload) -> None:
     out = wl.outputs[0]
-    s[out].parallel(s[out].fuse(*s[out].op.axis[:2]))
+    outer = s[out].op.axis[:2]
+    s[out].parallel(s[out].fuse(*outer) if len(outer) > 1 else outer[0])
     for t in _inner(s, wl):
         reduce = s[t].op.reduce_axis
         if reduce:

@@ -188,7 +188,7 @@ def slice_(shape: str, starts: str, ends: str, steps: str, dtype: str = "float32
 
 def _gather_ref(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
     n = data.shape[1]
-    whole = np.rint(indices).astype(np.int64) if indices.dtype.kind == "f" else indices
+    whole = np.floor(indices + 0.5).astype(np.int64) if indices.dtype.kind == "f" else indices
     picked = np.clip(np.where(whole < 0, whole + n, whole), 0, n - 1)
     return np.take(data, picked, axis=1)
 

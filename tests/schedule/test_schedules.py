@@ -36,7 +36,8 @@ BUILTIN_OPERATORS = {"matmul", "matmul_lowp", "batch_matmul", "dense", "conv2d_n
                      "fused_elementwise",
                      "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis",
                      "fused_conv", "fused_conv_transpose", "pool", "reduce", "slice", "gather",
-                     "instance_norm", "resize", "fused_dense_packed", "lstm_state", "lstm_hidden"}
+                     "index_to_float", "instance_norm", "resize", "fused_dense_packed", "lstm_state",
+                     "lstm_hidden"}
 
 
 @pytest.mark.parametrize(
