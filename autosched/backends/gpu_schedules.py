@@ -15,6 +15,8 @@ from ..expr import IterVar, Tensor
 from ..schedule import Schedule, ScheduleError, create_schedule, thread_axis
 from ..target import Target
 
+Pair = int | tuple[int, int]  # one value for the rows and columns of a tile, or (rows, columns)
+
 
 def thread_limit(target: Target | str) -> int:
     """The target's maximum threads per block."""
@@ -49,19 +51,21 @@ def matmul_gpu(
     tensors: list[Tensor],
     target: Target | str = "opencl",
     block: int = 8,
-    reg: int = 4,
+    reg: Pair = 4,
     k_tile: int = 8,
-    vthreads: int = 1,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """Shared-memory tiled matmul: blocks of ``block*reg`` x ``block*reg`` outputs, ``block`` x
     ``block`` threads each accumulating ``reg`` x ``reg`` in registers (a ``local`` cache), A and B
     tiles of ``k_tile`` columns/rows fetched cooperatively into ``shared`` memory. Leading (batch)
     axes go to ``blockIdx.z``.
 
-    ``vthreads`` > 1 splits each thread's ``reg`` rows and columns over ``vthreads`` virtual threads
-    per axis (``vthread`` loops outside the thread loops, injected by lowering): a thread's outputs
-    are ``reg / vthreads``-wide pieces a ``block * reg / vthreads`` stride apart, so that the threads
-    of a warp read shared memory on distinct banks. ``reg`` must be a multiple of ``vthreads``."""
+    ``reg`` and ``vthreads`` are one number for both axes or a (rows, columns) pair: a 4 x 8 tile
+    is ``reg=(4, 8)``. ``vthreads`` > 1 splits each thread's ``reg`` rows (columns) over that many
+    virtual threads (``vthread`` loops outside the thread loops, injected by lowering): a thread's
+    outputs are ``reg / vthreads``-wide pieces a ``block * reg / vthreads`` stride apart, so that
+    the threads of a warp read shared memory on distinct banks. ``reg`` must be a multiple of
+    ``vthreads`` (else a :class:`ScheduleError`)."""
     A, B, C = tensors
     s = create_schedule(C)
     acc = s.cache_write(C, "local")
@@ -73,9 +77,9 @@ def batch_matmul_gpu(
     tensors: list[Tensor],
     target: Target | str = "opencl",
     block: int = 8,
-    reg: int = 4,
+    reg: Pair = 4,
     k_tile: int = 8,
-    vthreads: int = 1,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """batch_matmul as :func:`matmul_gpu` with the batch index on ``blockIdx.z``."""
     return matmul_gpu(tensors, target, block, reg, k_tile, vthreads)
@@ -85,9 +89,9 @@ def dense_gpu(
     tensors: list[Tensor],
     target: Target | str = "opencl",
     block: int = 8,
-    reg: int = 4,
+    reg: Pair = 4,
     k_tile: int = 8,
-    vthreads: int = 1,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """dense as :func:`matmul_gpu` laid out on the bias + ReLU epilogue ``out``: the product is
     accumulated in registers (a ``local`` cache of ``dense``, computed at each thread's tile) and
@@ -107,32 +111,34 @@ def _tiled_gemm(
     acc: Tensor,
     operands: list[Tensor],
     target: Target | str,
-    tiles: tuple[int, int, int, int],
+    tiles: tuple[int, Pair, int, Pair],
 ) -> None:
     """Tile ``out``'s last two axes over blocks, virtual threads and threads (any leading axis on
     ``blockIdx.z``), compute the register accumulator ``acc`` at each thread, and fetch
     ``operands`` cooperatively into shared memory one ``k_tile`` slice of the reduction at a time;
     ``tiles`` is (block, reg, k_tile, vthreads) of :func:`matmul_gpu`."""
-    block, reg, k_tile, vthreads = tiles
+    block, k_tile = tiles[0], tiles[2]
+    (ry, rx), (vty, vtx) = _pair(tiles[1]), _pair(tiles[3])
     if block * block > thread_limit(target):
         raise ValueError(f"{block} x {block} threads exceed the target's limit of {thread_limit(target)}")
-    if vthreads < 1 or reg % vthreads:
-        raise ScheduleError(
-            f"vthreads={vthreads} does not divide the register tile reg={reg}: each thread's rows and "
-            "columns are split evenly over its virtual threads"
-        )
+    for r, v in ((ry, vty), (rx, vtx)):
+        if v < 1 or r % v:
+            raise ScheduleError(
+                f"vthreads={tiles[3]} does not divide the register tile reg={tiles[1]}: each thread's "
+                "rows and columns are split evenly over its virtual threads"
+            )
     caches = [s.cache_read(t, "shared", [acc]) for t in operands]
     *lead, i, j = s[out].op.axis
-    by, vy, ty, ii = _split3(s, out, i, block, reg // vthreads, vthreads)
-    bx, vx, tx, ji = _split3(s, out, j, block, reg // vthreads, vthreads)
-    vts = [v for v in (vy, vx) if v is not None]
+    by, vy, ty, ii = _split3(s, out, i, block, ry // vty, vty)
+    bx, vx, tx, ji = _split3(s, out, j, block, rx // vtx, vtx)
+    vts = [lp for lp in (vy, vx) if lp is not None]
     s[out].reorder(*lead, by, bx, *vts, ty, tx, ii, ji)
     if lead:
         s[out].bind(s[out].fuse(*lead) if len(lead) > 1 else lead[0], thread_axis("blockIdx.z"))
     s[out].bind(by, thread_axis("blockIdx.y"))
     s[out].bind(bx, thread_axis("blockIdx.x"))
-    for v in vts:
-        s[out].bind(v, thread_axis("vthread"))
+    for lp in vts:
+        s[out].bind(lp, thread_axis("vthread"))
     s[out].bind(ty, thread_axis("threadIdx.y"))
     s[out].bind(tx, thread_axis("threadIdx.x"))
     s[acc].compute_at(s[out], tx)
@@ -182,6 +188,10 @@ def softmax_gpu(tensors: list[Tensor], target: Target | str = "opencl", threads:
     s[out].bind(i, thread_axis("blockIdx.x"))
     s[out].bind(ji, thread_axis("threadIdx.x"))
     return s
+
+
+def _pair(x: Pair) -> tuple[int, int]:
+    return (x, x) if isinstance(x, int) else (int(x[0]), int(x[1]))
 
 
 def _split3(

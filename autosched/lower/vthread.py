@@ -16,8 +16,9 @@ one copy per virtual thread: the declaration grows by the extent and each access
 
 A schedule that cannot run this way is a :class:`ScheduleError` naming the loop: a vthread loop
 inside a ``threadIdx`` or a serial loop (virtual threads divide the block's outputs at the launch
-level), more than :data:`MAX_VTHREADS` virtual threads in one nest (each is an unrolled copy of the
-thread's registers), or a store that every virtual thread would make to one element.
+level), or more than :data:`MAX_VTHREADS` virtual threads in one nest (each is an unrolled copy of
+the thread's registers). (Binding a reduction axis to ``vthread``, where virtual threads would
+write one element, is refused by ``bind``.)
 """
 
 from __future__ import annotations
@@ -93,7 +94,6 @@ def _inject(v: Var, values: range, body: Stmt) -> Stmt:
     """The body of the vthread loop ``v`` over ``values`` with its virtual threads injected."""
     private = _private(v, body)
     body = _expand(body, v, values, {b.name: b for b in private})
-    _check_races(body, v, {b.name for b in private})
     return _replicate(body, v, values)
 
 
@@ -178,18 +178,6 @@ def _map_stmt(s: Stmt, expr: ExprFn, store: StoreFn) -> Stmt:
 
 def _extent(e: Extent, expr: ExprFn) -> Extent:
     return e if isinstance(e, int) else expr(e)
-
-
-def _check_races(s: Stmt, v: Var, private: set[str]) -> None:
-    """A store to a buffer the virtual threads share must be to an element of its own thread."""
-    for x in _stmts(s):
-        if not isinstance(x, Store) or x.buffer.name in private:
-            continue
-        if _reads(x.value, v, private) and not _reads(x.index, v, set()):
-            raise ScheduleError(
-                f"every virtual thread of loop {v.name} stores to the same element of "
-                f"{x.buffer.name}: bind to vthread a loop that selects the outputs"
-            )
 
 
 def _uses(s: Stmt, v: Var) -> bool:
