@@ -285,15 +285,13 @@ class Lowerer:
         return infer_region(stage.op, bodies, free, self.ranges)
 
     def enclosing_threads(self, name: str, pos: int) -> dict[Var, Extent]:
-        """The threadIdx- and vthread-bound loops of stage ``name`` up to its leaf ``pos``, and of
-        the stages it is computed in, up to their attach loops (a block's shared buffer serves its
-        virtual threads too: they are injected into each thread, see lower.vthread)."""
+        """The threadIdx- and vthread-bound loops of stage ``name`` up to its leaf ``pos``, and of the
+        stages it is computed in, up to their attach loops (virtual threads share a block's tiles)."""
         out: dict[Var, Extent] = {}
         while True:
             stage = self.s.stages[name]
             leaves = self.context(stage).nest.leaves
-            bound = leaves[: pos + 1]
-            out |= {lf.var: lf.extent for lf in bound if (lf.thread or "").startswith(("thread", "vthread"))}
+            out |= {lf.var: lf.extent for lf in leaves[: pos + 1] if "thread" in (lf.thread or "")}
             if stage.attach[0] != "at":
                 return out
             name = stage.attach[1]
