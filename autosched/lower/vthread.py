@@ -45,7 +45,7 @@ from .ir import (
     stmt_children,
 )
 from .passes import fold
-from .simplify import conjoin, conjuncts, simplify
+from .simplify import conjoin, conjuncts, is_int, linear, rebuild, simplify
 
 #: the most virtual threads of one nest (the product of nested vthread extents); TVM unrolls
 #: below 16 and Ansor samples at most 8 per stage
@@ -94,7 +94,7 @@ def _inject(v: Var, values: range, body: Stmt) -> Stmt:
     """The body of the vthread loop ``v`` over ``values`` with its virtual threads injected."""
     private = _private(v, body)
     body = _expand(body, v, values, {b.name: b for b in private})
-    return _replicate(body, v, values)
+    return _replicate(body, v, values, {})
 
 
 def _reads(e: Expr, v: Var, bufs: set[str]) -> bool:
@@ -198,7 +198,7 @@ def _uses(s: Stmt, v: Var) -> bool:
     return False
 
 
-def _replicate(s: Stmt, v: Var, values: range) -> Stmt:
+def _replicate(s: Stmt, v: Var, values: range, memo: Memo) -> Stmt:
     """Push the copies down: a statement that does not use ``v`` stays once; loops and
     sequences are entered; a guard that uses ``v`` goes inside the loops and guards it encloses
     (it reads loop variables and sizes only, so moving it is exact); what is left (a store, a
@@ -206,32 +206,32 @@ def _replicate(s: Stmt, v: Var, values: range) -> Stmt:
     if not _uses(s, v):
         return s
     if isinstance(s, Seq):
-        return seq(_replicate(x, v, values) for x in s.stmts)
+        return seq(_replicate(x, v, values, memo) for x in s.stmts)
     if isinstance(s, For) and not _uses(replace(s, body=EMPTY), v):
-        return replace(s, body=_replicate(s.body, v, values))
+        return replace(s, body=_replicate(s.body, v, values, memo))
     if isinstance(s, IfThenElse) and v not in walk(s.cond):
-        other = None if s.otherwise is None else _replicate(s.otherwise, v, values)
-        return IfThenElse(s.cond, _replicate(s.then, v, values), other)
+        other = None if s.otherwise is None else _replicate(s.otherwise, v, values, memo)
+        return IfThenElse(s.cond, _replicate(s.then, v, values, memo), other)
     if isinstance(s, IfThenElse) and s.otherwise is None:
         inner = s.then
         free = [c for c in conjuncts(s.cond) if v not in walk(c)]
         if free and len(free) < len(conjuncts(s.cond)):  # the parts that do not use v stay out here
             rest = conjoin([c for c in conjuncts(s.cond) if v in walk(c)])
-            return IfThenElse(conjoin(free), _replicate(IfThenElse(rest, inner), v, values))
+            return IfThenElse(conjoin(free), _replicate(IfThenElse(rest, inner), v, values, memo))
         if not _uses(inner, v) and _shared_only(inner):
             # a cooperative fetch serves all virtual threads (its own guards keep its reads in
             # bounds): it runs once, whether or not this virtual thread's outputs are in range
             return inner
         if isinstance(inner, Seq):
             return seq(  # a declaration stays unguarded, in the block of its users
-                x if isinstance(x, Allocate) else _replicate(IfThenElse(s.cond, x), v, values)
+                x if isinstance(x, Allocate) else _replicate(IfThenElse(s.cond, x), v, values, memo)
                 for x in inner.stmts
             )
         if isinstance(inner, For) and not _uses(replace(inner, body=EMPTY), v):
-            return replace(inner, body=_replicate(IfThenElse(s.cond, inner.body), v, values))
+            return replace(inner, body=_replicate(IfThenElse(s.cond, inner.body), v, values, memo))
         if isinstance(inner, IfThenElse) and inner.otherwise is None:
-            return _replicate(IfThenElse(conjoin([s.cond, inner.cond]), inner.then), v, values)
-    return seq(_fix(s, v, i) for i in values)
+            return _replicate(IfThenElse(conjoin([s.cond, inner.cond]), inner.then), v, values, memo)
+    return seq(_fix(s, v, values, i, memo) for i in values)
 
 
 def _shared_only(s: Stmt) -> bool:
@@ -242,7 +242,31 @@ def _shared_only(s: Stmt) -> bool:
     )
 
 
-def _fix(s: Stmt, v: Var, i: int) -> Stmt:
-    """``s`` for virtual thread ``i``: ``v`` replaced by ``i``, indices and guards simplified."""
-    const: dict[Var, Expr] = {v: Const(i, v.dtype)}
-    return fold(_map_stmt(s, lambda e: simplify(substitute(e, const)), lambda b, idx: (b, idx)), {})
+#: id of an integer expression -> (the expression, kept alive; its copy for each virtual thread,
+#: or None where it does not read the virtual thread)
+Memo = dict[int, tuple[Expr, list[Expr] | None]]
+
+
+def _fix(s: Stmt, v: Var, values: range, i: int, memo: Memo) -> Stmt:
+    """``s`` for virtual thread ``i`` of ``values``: ``v`` replaced by ``i``, the integer parts
+    that read it (indices, the sides of guards) simplified, decided guards dropped."""
+
+    def part(x: Expr) -> Expr | None:  # None: look inside (a float value, a comparison)
+        if not is_int(x):
+            return None
+        got = memo.get(id(x))
+        if got is None:  # statements share index nodes: each is copied once
+            got = memo[id(x)] = (x, _copies(x, v, values) if v in walk(x) else None)
+        return x if got[1] is None else got[1][i - values.start]
+
+    return fold(_map_stmt(s, lambda e: rewrite(e, part), lambda b, idx: (b, idx)), {})
+
+
+def _copies(x: Expr, v: Var, values: range) -> list[Expr]:
+    """``x`` with ``v`` at each of ``values``, simplified: where ``v`` is a term of its own (not
+    under a division), the canonical form is computed once and only its constant changes."""
+    terms, k = linear(x, {})
+    c = terms.pop(v, 0)
+    if c and not any(v in walk(t) for t in terms):
+        return [rebuild(terms, k + c * i, x.dtype) for i in values]
+    return [simplify(substitute(x, {v: Const(i, v.dtype)})) for i in values]
