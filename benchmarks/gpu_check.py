@@ -4,9 +4,11 @@ hand-written matmul 2048^3 and conv2d (C=64, H=W=56, K=64, 3x3, pad 1) and check
 time them, tune each for 64 trials with its GPU template, re-time the tuned best beside the
 hand-written one and PyTorch's fp32 kernel (cuBLAS / cuDNN, TF32 off; where PyTorch is there), and
 print GFLOP/s and the fraction of the device's fp32 peak (SMs x 128 fp32 lanes x 2 x clock; right
-for Ampere and Hopper). The figures go to ``results/gpu_check.json``.
+for Ampere and Hopper). ``--variants`` also times the hand-written matmul 2048^3 for several tiles,
+the 8x8 and 4x8 register tiles each with and without virtual threads. The figures go to
+``results/gpu_check.json``.
 
-    python benchmarks/gpu_check.py [--compile-only] [--trials 64]
+    python benchmarks/gpu_check.py [--compile-only] [--trials 64] [--variants]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from autosched.backends import CudaBackend
 from autosched.backends.cuda import CudaUnavailable, cuda_driver, nvrtc_compile
 from autosched.backends.gpu_conv import conv2d_gpu, direct_gpu
 from autosched.backends.gpu_schedules import (
+    Pair,
     batch_matmul_gpu,
     dense_gpu,
     elementwise_gpu,
@@ -40,6 +43,7 @@ CONV = ("conv2d_nchw", (1, 64, 56, 56, 64, 3, 3, 1, 1))
 #: (workload, arguments, schedule, its parameters): every hand-written GPU schedule
 SCHEDULES: list[tuple[str, tuple, Callable[..., asc.Schedule], dict]] = [
     (*MATMUL, matmul_gpu, {"block": 16, "reg": 4, "k_tile": 16}),
+    (*MATMUL, matmul_gpu, {"block": 16, "reg": 8, "k_tile": 8, "vthreads": 2}),
     ("batch_matmul", (8, 512, 512, 512), batch_matmul_gpu, {"block": 16, "reg": 4, "k_tile": 8}),
     ("dense", (1024, 1024, 1024), dense_gpu, {"block": 16, "reg": 4, "k_tile": 8}),
     (*CONV, conv2d_gpu, {"threads": (4, 4, 16), "reg": 4, "rc_tile": 8}),
@@ -72,7 +76,9 @@ def compile_all(archs: tuple[str, ...] = ("sm_80", "sm_90")) -> None:
                 cubin = nvrtc_compile(program.source, arch, cache_dir=Path(cache), cubin=True)
                 seconds = time.perf_counter() - start
                 v4 = "yes" if b".v4.f32" in ptx else "no"
-                label = f"{name}{args} {schedule.__name__}"
+                label = f"{name}{args} {schedule.__name__}" + "".join(
+                    f" vthreads={v}" for k, v in kw.items() if k == "vthreads"
+                )
                 rows.append([label, arch, len(program.launches), len(ptx), len(cubin), v4, seconds])
     print_table(["schedule", "arch", "kernels", "PTX bytes", "CUBIN bytes", "float4", "s"], rows)
 
@@ -159,9 +165,12 @@ def time_on_gpu(
     return figures
 
 
-#: (block, reg, k_tile) of the hand-written matmul timed by ``--variants``
-VARIANTS = [
-    (16, 4, 8), (16, 4, 16), (16, 4, 32), (16, 2, 16), (8, 4, 16), (16, 8, 8), (32, 2, 16), (8, 8, 16)
+#: (block, reg, k_tile, vthreads) of the hand-written matmul timed by ``--variants``: each register
+#: tile of 8 (8x8, 4x8) with and without virtual threads (its outputs a block apart, not contiguous)
+VARIANTS: list[tuple[int, Pair, int, Pair]] = [
+    (16, 4, 8, 1), (16, 4, 16, 1), (16, 4, 32, 1), (16, 2, 16, 1), (8, 4, 16, 1), (32, 2, 16, 1),
+    (16, 8, 8, 1), (16, 8, 8, 2), (16, 8, 16, 1), (16, 8, 16, 2), (8, 8, 16, 1), (8, 8, 16, 2),
+    (16, (4, 8), 8, 1), (16, (4, 8), 8, (1, 2)), (16, (4, 8), 16, 1), (16, (4, 8), 16, (1, 2)),
 ]
 
 
@@ -172,13 +181,13 @@ def matmul_variants() -> dict[str, float]:
     (want,) = task.workload.reference(*[x.copy() for x in inputs])
     rows: list[list[object]] = []
     figures: dict[str, float] = {}
-    for block, reg, k_tile in VARIANTS:
-        s = matmul_gpu(task.workload.tensors(), "cuda", block=block, reg=reg, k_tile=k_tile)
+    for block, reg, k_tile, vthreads in VARIANTS:
+        s = matmul_gpu(task.workload.tensors(), "cuda", block, reg, k_tile, vthreads)
         seconds, err = _timed(task, asc.build(s, task.workload.tensors(), target="cuda"), inputs, want)
         gflops = task.workload.flops() / seconds / 1e9
-        figures[f"block={block} reg={reg} k_tile={k_tile}"] = gflops
-        rows.append([block, reg, k_tile, gflops, f"{err:.1e}"])
-    print_table(["block", "reg", "k_tile", "GFLOP/s", "max abs err"], rows)
+        figures[f"block={block} reg={reg} k_tile={k_tile} vthreads={vthreads}"] = gflops
+        rows.append([block, reg, k_tile, vthreads, gflops, f"{err:.1e}"])
+    print_table(["block", "reg", "k_tile", "vthreads", "GFLOP/s", "max abs err"], rows)
     return figures
 
 

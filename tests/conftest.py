@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ptxas_tool import ptxas_path
 
 
 def _compiles(cc: str, *flags: str) -> bool:
@@ -119,6 +120,8 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                  "pip install pyopencl pocl-binary-distribution"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
               "pip install cuda-bindings nvidia-cuda-nvrtc"),
+    "ptxas": (lambda: ptxas_path() is not None,
+              'pip install "nvidia-cuda-nvcc==13.0.*" (its ptxas), or a CUDA toolkit with ptxas on PATH'),
     "pycuda": (lambda: _imports("pycuda.driver", _cuda_device),
                "a CUDA GPU with its driver, and pip install pycuda"),
     "jupyter": (lambda: _imports("nbclient") and _imports("ipykernel"), "pip install nbclient ipykernel"),

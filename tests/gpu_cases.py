@@ -27,6 +27,10 @@ CASES: list[tuple[str, tuple, Callable[..., asc.Schedule], dict]] = [
     ("dense", (37, 45, 19), dense_gpu, SMALL),
     # one output per thread, guarded stores and a cooperative fetch under a guard (was a compile error)
     ("matmul", (37, 45, 19), matmul_gpu, {"block": 4, "reg": 1, "k_tile": 4}),
+    # virtual threads: the register tile split over vthreads, on the epilogue and over a batch
+    ("dense", (37, 45, 19), dense_gpu, {"block": 4, "reg": 4, "k_tile": 4, "vthreads": 2}),
+    ("batch_matmul", (2, 32, 40, 16), batch_matmul_gpu,
+     {"block": 4, "reg": (2, 4), "k_tile": 4, "vthreads": (1, 2)}),
     ("conv2d_nchw", (1, 4, 12, 12, 8, 3, 3, 1, 1), direct_gpu, {"threads": 32}),
     ("conv2d_nchw", (2, 5, 11, 9, 7, 3, 3, 2, 1), direct_gpu, {"threads": 32}),
     ("conv2d_nchw", (1, 4, 10, 10, 8, 3, 3, 1, 0), conv2d_gpu, TILED),

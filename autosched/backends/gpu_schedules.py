@@ -12,8 +12,10 @@ thread limit.
 from __future__ import annotations
 
 from ..expr import IterVar, Tensor
-from ..schedule import Schedule, create_schedule, thread_axis
+from ..schedule import Schedule, ScheduleError, create_schedule, thread_axis
 from ..target import Target
+
+Pair = int | tuple[int, int]  # one value for the rows and columns of a tile, or (rows, columns)
 
 
 def thread_limit(target: Target | str) -> int:
@@ -46,28 +48,50 @@ def bind_threads(s: Schedule, out: Tensor, threads: int) -> IterVar:
 
 
 def matmul_gpu(
-    tensors: list[Tensor], target: Target | str = "opencl", block: int = 8, reg: int = 4, k_tile: int = 8
+    tensors: list[Tensor],
+    target: Target | str = "opencl",
+    block: int = 8,
+    reg: Pair = 4,
+    k_tile: int = 8,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """Shared-memory tiled matmul: blocks of ``block*reg`` x ``block*reg`` outputs, ``block`` x
     ``block`` threads each accumulating ``reg`` x ``reg`` in registers (a ``local`` cache), A and B
     tiles of ``k_tile`` columns/rows fetched cooperatively into ``shared`` memory. Leading (batch)
-    axes go to ``blockIdx.z``."""
+    axes go to ``blockIdx.z``.
+
+    ``reg`` and ``vthreads`` are one number for both axes or a (rows, columns) pair: a 4 x 8 tile
+    is ``reg=(4, 8)``. ``vthreads`` > 1 splits each thread's ``reg`` rows (columns) over that many
+    virtual threads (``vthread`` loops outside the thread loops, injected by lowering): a thread's
+    outputs are ``reg / vthreads``-wide pieces a ``block * reg / vthreads`` stride apart, so that
+    the threads of a warp read shared memory on distinct banks. ``reg`` must be a multiple of
+    ``vthreads`` (else a :class:`ScheduleError`)."""
     A, B, C = tensors
     s = create_schedule(C)
     acc = s.cache_write(C, "local")
-    _tiled_gemm(s, C, acc, [A, B], target, block, reg, k_tile)
+    _tiled_gemm(s, C, acc, [A, B], target, (block, reg, k_tile, vthreads))
     return s
 
 
 def batch_matmul_gpu(
-    tensors: list[Tensor], target: Target | str = "opencl", block: int = 8, reg: int = 4, k_tile: int = 8
+    tensors: list[Tensor],
+    target: Target | str = "opencl",
+    block: int = 8,
+    reg: Pair = 4,
+    k_tile: int = 8,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """batch_matmul as :func:`matmul_gpu` with the batch index on ``blockIdx.z``."""
-    return matmul_gpu(tensors, target, block, reg, k_tile)
+    return matmul_gpu(tensors, target, block, reg, k_tile, vthreads)
 
 
 def dense_gpu(
-    tensors: list[Tensor], target: Target | str = "opencl", block: int = 8, reg: int = 4, k_tile: int = 8
+    tensors: list[Tensor],
+    target: Target | str = "opencl",
+    block: int = 8,
+    reg: Pair = 4,
+    k_tile: int = 8,
+    vthreads: Pair = 1,
 ) -> Schedule:
     """dense as :func:`matmul_gpu` laid out on the bias + ReLU epilogue ``out``: the product is
     accumulated in registers (a ``local`` cache of ``dense``, computed at each thread's tile) and
@@ -77,7 +101,7 @@ def dense_gpu(
     product = s.stages["dense"].op.output(0)
     acc = s.cache_write(product, "local")
     s[product].compute_inline()
-    _tiled_gemm(s, out, acc, [data, weight], target, block, reg, k_tile)
+    _tiled_gemm(s, out, acc, [data, weight], target, (block, reg, k_tile, vthreads))
     return s
 
 
@@ -87,24 +111,34 @@ def _tiled_gemm(
     acc: Tensor,
     operands: list[Tensor],
     target: Target | str,
-    block: int,
-    reg: int,
-    k_tile: int,
+    tiles: tuple[int, Pair, int, Pair],
 ) -> None:
-    """Tile ``out``'s last two axes over blocks and threads (any leading axis on ``blockIdx.z``),
-    compute the register accumulator ``acc`` at each thread, and fetch ``operands`` cooperatively
-    into shared memory one ``k_tile`` slice of the reduction at a time."""
+    """Tile ``out``'s last two axes over blocks, virtual threads and threads (any leading axis on
+    ``blockIdx.z``), compute the register accumulator ``acc`` at each thread, and fetch
+    ``operands`` cooperatively into shared memory one ``k_tile`` slice of the reduction at a time;
+    ``tiles`` is (block, reg, k_tile, vthreads) of :func:`matmul_gpu`."""
+    block, k_tile = tiles[0], tiles[2]
+    (ry, rx), (vty, vtx) = _pair(tiles[1]), _pair(tiles[3])
     if block * block > thread_limit(target):
         raise ValueError(f"{block} x {block} threads exceed the target's limit of {thread_limit(target)}")
+    for r, v in ((ry, vty), (rx, vtx)):
+        if v < 1 or r % v:
+            raise ScheduleError(
+                f"vthreads={tiles[3]} does not divide the register tile reg={tiles[1]}: each thread's "
+                "rows and columns are split evenly over its virtual threads"
+            )
     caches = [s.cache_read(t, "shared", [acc]) for t in operands]
     *lead, i, j = s[out].op.axis
-    by, ty, ii = _split2(s, out, i, block, reg)
-    bx, tx, ji = _split2(s, out, j, block, reg)
-    s[out].reorder(*lead, by, bx, ty, tx, ii, ji)
+    by, vy, ty, ii = _split3(s, out, i, block, ry // vty, vty)
+    bx, vx, tx, ji = _split3(s, out, j, block, rx // vtx, vtx)
+    vts = [lp for lp in (vy, vx) if lp is not None]
+    s[out].reorder(*lead, by, bx, *vts, ty, tx, ii, ji)
     if lead:
         s[out].bind(s[out].fuse(*lead) if len(lead) > 1 else lead[0], thread_axis("blockIdx.z"))
     s[out].bind(by, thread_axis("blockIdx.y"))
     s[out].bind(bx, thread_axis("blockIdx.x"))
+    for lp in vts:
+        s[out].bind(lp, thread_axis("vthread"))
     s[out].bind(ty, thread_axis("threadIdx.y"))
     s[out].bind(tx, thread_axis("threadIdx.x"))
     s[acc].compute_at(s[out], tx)
@@ -156,11 +190,19 @@ def softmax_gpu(tensors: list[Tensor], target: Target | str = "opencl", threads:
     return s
 
 
-def _split2(
-    s: Schedule, t: Tensor, axis: IterVar, threads: int, reg: int
-) -> tuple[IterVar, IterVar, IterVar]:
-    """(block, thread, register) loops of ``axis``: ``reg`` innermost, ``threads`` in the middle
-    (split last, so that a small extent still launches ``threads`` threads, see lower.loops)."""
+def _pair(x: Pair) -> tuple[int, int]:
+    return (x, x) if isinstance(x, int) else (int(x[0]), int(x[1]))
+
+
+def _split3(
+    s: Schedule, t: Tensor, axis: IterVar, threads: int, reg: int, vthreads: int
+) -> tuple[IterVar, IterVar | None, IterVar, IterVar]:
+    """(block, virtual thread, thread, register) loops of ``axis``: ``reg`` innermost, then
+    ``threads``, then ``vthreads`` (None when 1), splits made inside out so that a small extent
+    still launches ``threads`` threads (see lower.loops)."""
     rest, reg_loop = s[t].split(axis, factor=reg)
     outer, mid = s[t].split(rest, factor=threads)
-    return outer, mid, reg_loop
+    if vthreads == 1:
+        return outer, None, mid, reg_loop
+    outer, vt = s[t].split(outer, factor=vthreads)
+    return outer, vt, mid, reg_loop

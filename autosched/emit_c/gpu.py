@@ -5,10 +5,10 @@ attribute table: how a kernel is declared, how its buffers are qualified, the wo
 each thread tag, the barrier, type and math names. Everything else is the C printer's walk.
 
 A thread-bound loop prints as a block that declares its variable as the work-item index
-(extents were checked equal to the launch's, so no guard is needed); a ``vthread`` loop is a serial
-loop; a vectorized loop is a dialect's vector statement where the vectorization pass made one
-(with the dialect's :meth:`~KernelPrinter.vector_caps`), else a loop with an unroll hint; shared
-buffers are declared at the top of the kernel (OpenCL requires it).
+(extents were checked equal to the launch's, so no guard is needed; ``vthread`` loops were injected
+by lowering); a vectorized loop is a dialect's vector statement where the vectorization pass made
+one (with the dialect's :meth:`~KernelPrinter.vector_caps`), else a loop with an unroll hint;
+shared buffers are declared at the top of the kernel (OpenCL requires it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class KernelPrinter(CPrinter):
         return ""
 
     def loop(self, s: For, indent: int) -> None:
-        if s.kind == "thread" and s.thread != "vthread":
+        if s.kind == "thread":
             assert s.thread is not None
             self.emit("{", indent)
             self.emit(f"int {self.var(s.var)} = {self.thread_index[s.thread]};", indent + 1)

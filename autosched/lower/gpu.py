@@ -4,7 +4,8 @@ Every top-level statement of a lowered function (one root stage) becomes one ker
 order (a kernel boundary orders global memory between stages). Inside a kernel, loops bound to
 ``blockIdx.*`` / ``threadIdx.*`` stay ``For`` loops of kind ``thread``: a dialect printer turns each
 into its work-item index, so loops of the same tag at several depths (a cooperative fetch nested in
-a thread loop) read the same hardware index. ``vthread`` loops run as serial loops.
+a thread loop) read the same hardware index. ``vthread`` loops are injected first (each virtual
+thread's statements copied into the thread's work, see :mod:`~autosched.lower.vthread`).
 
 :func:`split_kernels` checks, before any compiler runs (a :class:`ScheduleError`, which a builder
 records as ``INSTANTIATION_ERROR``): a stage with no bound loop, a global store that every thread of
@@ -24,6 +25,7 @@ from ..schedule import ScheduleError
 from . import ir
 from .ir import Allocate, Barrier, Buffer, BufLoad, For, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from .simplify import conjoin, conjuncts
+from .vthread import inject_vthreads
 
 #: the launch axes, in (x, y, z) order
 GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -89,6 +91,7 @@ def split_kernels(func: PrimFunc, max_threads: int, shared_bytes: int) -> GpuFun
 
 
 def _kernel(name: str, body: Stmt, max_threads: int, shared_bytes: int) -> GpuKernel:
+    body = inject_vthreads(body)
     extents: dict[str, int] = {}
     _check(body, extents, frozenset())
     if not any(t in extents for t in GRID_TAGS + BLOCK_TAGS):
@@ -97,7 +100,7 @@ def _kernel(name: str, body: Stmt, max_threads: int, shared_bytes: int) -> GpuKe
             f"unbound loops outside the kernel: {where} has no loop bound to blockIdx/threadIdx "
             "(bind its outer loops)"
         )
-    _check_stores(body, {t for t in extents if t != "vthread" and extents[t] > 1}, frozenset())
+    _check_stores(body, {t for t in extents if extents[t] > 1}, frozenset())
     block = (extents.get("threadIdx.x", 1), extents.get("threadIdx.y", 1), extents.get("threadIdx.z", 1))
     grid = (extents.get("blockIdx.x", 1), extents.get("blockIdx.y", 1), extents.get("blockIdx.z", 1))
     threads = block[0] * block[1] * block[2]
@@ -123,7 +126,7 @@ def _check(s: Stmt, extents: dict[str, int], bound: frozenset[str]) -> None:
             raise ScheduleError(f"loop {s.var.name} is parallel: GPU kernels bind loops to threads instead")
         if not isinstance(s.extent, int) or not isinstance(s.begin, int):
             raise ScheduleError(f"loop {s.var.name} has a symbolic extent: GPU kernels take fixed shapes")
-        if s.kind == "thread" and s.thread is not None and s.thread != "vthread":
+        if s.kind == "thread" and s.thread is not None:
             old = extents.setdefault(s.thread, s.extent)
             if old != s.extent:
                 raise ScheduleError(
@@ -229,7 +232,7 @@ def _sync(s: Stmt) -> Stmt:
     if isinstance(s, For):
         body = _sync(s.body)
         w, r = _access(body)
-        if w & r and (s.kind != "thread" or s.thread == "vthread"):
+        if w & r and s.kind != "thread":
             body = seq([body, Barrier("shared")])
         return For(s.var, s.begin, s.extent, s.kind, body, s.thread, s.auto_unroll)
     if isinstance(s, IfThenElse):

@@ -280,18 +280,18 @@ class Lowerer:
         parent_nest = self.context(self.s.stages[parent_name]).nest
         pos = [lf.name for lf in parent_nest.leaves].index(leaf)
         free |= {lf.var: lf.extent for lf in parent_nest.leaves[pos + 1 :]}
-        if stage.scope == "shared":  # one buffer for the block: what all its threads need
-            free |= self.enclosing_threads(parent_name, pos)
+        if stage.scope == "shared":  # one buffer for the block: what all its (virtual) threads need
+            free |= self.enclosing_threads(parent_name, pos, ("thread", "vthread"))
         return infer_region(stage.op, bodies, free, self.ranges)
 
-    def enclosing_threads(self, name: str, pos: int) -> dict[Var, Extent]:
-        """The threadIdx-bound loops of stage ``name`` up to its leaf ``pos``, and of the stages it
-        is computed in, up to their attach loops."""
+    def enclosing_threads(self, name: str, pos: int, tags: tuple[str, ...] = ("thread",)
+                          ) -> dict[Var, Extent]:
+        """Loops bound to ``tags`` of ``name`` to leaf ``pos`` and of its hosts to their attach loops."""
         out: dict[Var, Extent] = {}
         while True:
             stage = self.s.stages[name]
             leaves = self.context(stage).nest.leaves
-            out |= {lf.var: lf.extent for lf in leaves[: pos + 1] if (lf.thread or "").startswith("thread")}
+            out |= {lf.var: lf.extent for lf in leaves[: pos + 1] if (lf.thread or "").startswith(tags)}
             if stage.attach[0] != "at":
                 return out
             name = stage.attach[1]

@@ -150,7 +150,9 @@ def _bind(s: ScheduleLike, stage: Stage, step: st.BindStep) -> None:
             f"cannot bind reduction axis {step.axis!r} to {step.thread}: only to threadIdx.x/y/z "
             "(a reduction across the threads of a block)"
         )
-    if step.thread in stage.annotations.values():
+    # several loops of a stage may be virtual threads (TVM's vthreads named vy, vx): each is a
+    # loop of its own, injected on its own; a hardware index is one loop per stage
+    if step.thread != "vthread" and step.thread in stage.annotations.values():
         raise ScheduleError(f"{step.thread} is already bound in this stage")
     stage.annotations[step.axis] = step.thread
 

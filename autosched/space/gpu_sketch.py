@@ -31,6 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 from ..expr import ComputeOp, ExternOp, Reduce, Tensor, as_int, topo_order
+from ..lower.vthread import MAX_VTHREADS
 from ..schedule import Schedule, Stage, create_schedule, thread_axis
 from ..target import Target
 from .annotate import UNROLL_STEPS, Annotation, sample_factors
@@ -121,14 +122,29 @@ def local_size(tiles: Mapping[str, Sequence[int]]) -> int:
     return n
 
 
+def vthreads(tiles: Mapping[str, Sequence[int]]) -> int:
+    """Virtual threads of a ``gpu_tile`` stage (spatial level 1)."""
+    n = 1
+    for factors in tiles.values():
+        if len(factors) == 4:
+            n *= factors[0]
+    return n
+
+
+def _tile_fits(tiles: Mapping[str, Sequence[int]]) -> bool:
+    """A thread's local tile stays small and its virtual threads within what lowering injects."""
+    return local_size(tiles) <= MAX_LOCAL and vthreads(tiles) <= MAX_VTHREADS
+
+
 def fits(sketch: Sketch, ann: Annotation, target: Target) -> bool:
-    """Whether every kernel keeps the thread limit and the local tiles stay small (shared memory
-    and matching thread extents are checked when the program is lowered)."""
+    """Whether every kernel keeps the thread limit, the local tiles stay small and the virtual
+    threads few (shared memory and matching thread extents are checked when the program is
+    lowered)."""
     limit = target.max_threads_per_block or 1
     for plan in sketch.plans:
         if block_threads(plan, ann) > limit:
             return False
-        if plan.rule == "gpu_tile" and local_size(ann.tiles[plan.stage]) > MAX_LOCAL:
+        if plan.rule == "gpu_tile" and not _tile_fits(ann.tiles[plan.stage]):
             return False
     return True
 
@@ -146,7 +162,7 @@ def sample_gpu_annotation(
             for _ in range(32):
                 tiles = {iv.name: sample_factors(as_int(iv.extent), 4, rng) for iv in op.axis}
                 threads = block_threads(plan, Annotation(tiles={plan.stage: tiles}))
-                if threads <= limit and local_size(tiles) <= MAX_LOCAL:
+                if threads <= limit and _tile_fits(tiles):
                     break
             tiles |= {iv.name: sample_factors(as_int(iv.extent), 2, rng) for iv in op.reduce_axis}
             ann.tiles[plan.stage] = tiles

@@ -1,5 +1,6 @@
 """GPU templates (``opencl`` and ``cuda`` targets): matmul, batch_matmul and dense as points of the
-shared-memory tiled kernel of :func:`~autosched.backends.gpu_schedules.matmul_gpu`; conv2d NCHW as a
+shared-memory tiled kernel of :func:`~autosched.backends.gpu_schedules.matmul_gpu` (with or
+without virtual threads); conv2d NCHW as a
 point of :func:`~autosched.backends.gpu_conv.conv2d_gpu` (threads per block over output channels, rows
 and columns, registers per thread, input channels per shared tile); softmax, depthwise conv2d,
 pooling and the elementwise operators with their block size as the knob.
@@ -26,17 +27,23 @@ def _value(cfg: Config, name: str) -> int:
     return int(knob(cfg, name, OtherEntity).val)  # type: ignore[arg-type]
 
 
-def _gemm_knobs(cfg: Config, target: Target) -> tuple[int, int, int]:
-    """(block, reg, k_tile): block x block threads, reg x reg outputs per thread, k_tile-deep tiles."""
+def _gemm_knobs(cfg: Config, target: Target) -> tuple[int, int, int, int]:
+    """(block, reg, k_tile, vthreads) of :func:`matmul_gpu`: block x block threads, vthreads x
+    vthreads virtual threads of reg x reg outputs each per thread (``reg`` here is per virtual
+    thread, so that every point is valid), k_tile-deep tiles. ``vthreads`` is defined last: the
+    configs without virtual threads keep the indices they had before it."""
     limit = target.max_threads_per_block or 256
     cfg.define_knob("block", [b for b in (4, 8, 16) if b * b <= limit])
     cfg.define_knob("reg", [1, 2, 4])
     cfg.define_knob("k_tile", [4, 8, 16])
-    return _value(cfg, "block"), _value(cfg, "reg"), _value(cfg, "k_tile")
+    cfg.define_knob("vthreads", [1, 2])
+    vthreads = _value(cfg, "vthreads")
+    return _value(cfg, "block"), _value(cfg, "reg") * vthreads, _value(cfg, "k_tile"), vthreads
 
 
 def matmul_gpu_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
-    """matmul: block x block threads, reg x reg outputs per thread, k_tile-deep shared tiles."""
+    """matmul: block x block threads, (vthreads * reg)^2 outputs per thread, k_tile-deep shared
+    tiles."""
     return matmul_gpu(tensors, target, *_gemm_knobs(cfg, target))
 
 
