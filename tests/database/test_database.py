@@ -227,6 +227,7 @@ def test_apply_best_as_a_context_and_as_a_decorator(two_logs: tuple[asc.Task, Pa
     assert logs_in_scope() == []
 
 
+@pytest.mark.requires("gcc")  # compiles the best program, unless another test already did
 def test_apply_best_takes_a_database_or_its_directory(tuned: tuple[Path, asc.Task, list[Record]]) -> None:
     path, task, _ = tuned
     for scope in (asc.apply_best(path), asc.apply_best(str(path)), asc.apply_best(Database(path))):

@@ -21,9 +21,9 @@ from autosched.space.generated import SketchProgram, SketchSpace
 from autosched.space.sketch import generate_sketches
 
 TARGET = "c -num-threads=2"
-#: random programs built and checked per workload (by default 100; more with
+#: random programs built and checked per workload (by default 60; more with
 #: AUTOSCHED_RANDOM_PROGRAMS=N, e.g. 1000 before a release)
-SAMPLES = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "100"))
+SAMPLES = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "60"))
 
 # small shapes, most of them not dividing any tile size
 WORKLOADS = [
