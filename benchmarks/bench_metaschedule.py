@@ -1,7 +1,8 @@
 """autosched's tuned programs side by side with TVM MetaSchedule's at the same trial budget, each
 re-timed in fresh processes, the sides alternating.
 
-For each case (matmul 512^3, ResNet conv2d layers) MetaSchedule (its XGBoost cost model and
+For each case (matmul 512^3, ResNet conv2d layers; with ``--suite climb`` the user-defined operators
+of climb_ops.py, given to TVM through an adapter from the same lines) MetaSchedule (its XGBoost cost model and
 evolutionary search, ``tune_tir`` with defaults but ``--per-iter`` trials per round) tunes the same
 computation for ``llvm`` on this CPU with all cores; its best module is exported to a shared
 library. autosched's side is the best program of every log in ``--logs`` for the case
@@ -43,6 +44,8 @@ clean_blas_env()
 
 import numpy as np  # noqa: E402
 from bench_guided import CASES, references  # noqa: E402
+from climb_ops import CASES as CLIMB_CASES  # noqa: E402
+from climb_ops import FUNCTIONS as CLIMB_FUNCTIONS  # noqa: E402
 from common import blas_info, cpu_name, print_table, write_results  # noqa: E402
 
 import autosched as asc  # noqa: E402
@@ -62,12 +65,52 @@ else:
     TVM_MISSING = ""
 
 HERE = str(Path(__file__).resolve().parent)
+#: label -> (workload name, arguments) of the suite chosen (``--suite``)
+SUITE: dict[str, tuple[str, tuple[int, ...]]] = {}
 THREADS = os.cpu_count() or 1
 TARGET = f"c -num-threads={THREADS}"
 
 
+class TvmExpr:
+    """autosched's expression calls as TVM's te spells them: climb_ops's operators built for TVM."""
+
+    @staticmethod
+    def placeholder(shape: tuple[int, ...], name: str) -> Any:
+        return te.placeholder(shape, name=name)
+
+    @staticmethod
+    def compute(shape: tuple[int, ...], fn: Any, name: str) -> Any:
+        return te.compute(shape, fn, name=name)
+
+    @staticmethod
+    def reduce_axis(extent: int, name: str) -> Any:
+        return te.reduce_axis((0, extent), name=name)
+
+    @staticmethod
+    def sum(value: Any, axis: Any) -> Any:
+        return te.sum(value, axis=axis)
+
+    @staticmethod
+    def if_then_else(cond: Any, then: Any, otherwise: float) -> Any:
+        return te.if_then_else(cond, then, te.const(otherwise, "float32"))
+
+    @staticmethod
+    def all(*conds: Any) -> Any:
+        return te.all(*conds)
+
+    @staticmethod
+    def max(a: Any, b: float) -> Any:
+        return te.max(a, te.const(b, "float32"))
+
+    @staticmethod
+    def sqrt(x: Any) -> Any:
+        return te.sqrt(x)
+
+
 def tvm_compute(name: str, args: tuple[int, ...]) -> list[te.Tensor]:
     """The case as a TVM tensor expression (inputs, then the output)."""
+    if name in CLIMB_FUNCTIONS:
+        return CLIMB_FUNCTIONS[name](*args, te=TvmExpr)
     if name == "matmul":
         m, n, k = args
         a = te.placeholder((m, k), name="A")
@@ -113,7 +156,7 @@ def tune_metaschedule(label: str, seed: int, opts: argparse.Namespace) -> tuple[
     """MetaSchedule's best program for the case after ``opts.trials`` trials, compiled (export it
     with ``export_library``), and the tuning time (a work directory that already holds a tuning
     database is reused, not tuned again)."""
-    name, args = CASES[label]
+    name, args = SUITE[label]
     func = te.create_prim_func(tvm_compute(name, args))
     target = llvm_target()
     work = opts.work_dir / f"{label}_s{seed}"
@@ -205,7 +248,7 @@ def tvm_sides(label: str, inputs: list[np.ndarray], expected: np.ndarray, opts: 
 
 
 def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
-    name, args = CASES[label]
+    name, args = SUITE[label]
     task = asc.Task(name, args, target=TARGET)
     print(f"\n{task}", flush=True)
     inputs = task.workload.random_inputs(0)
@@ -215,9 +258,10 @@ def run_case(label: str, opts: argparse.Namespace) -> dict[str, Any]:
     sides = [] if tvm is None else tvm_sides(label, inputs, expected, opts, tuning)
     with LocalBuilder() as builder:
         sides += [kernel_side(n, task, steps, builder) for n, steps in autosched_sides(label, task, opts)]
-    sides += [Side(ref, factory="fresh_sides:reference_timer", path=(HERE,),
-                   kwargs={"name": name, "args": list(args), "which": ref})
-              for ref in references(name, args, inputs)]
+    if name not in CLIMB_FUNCTIONS:  # a user-defined operator has no library to compare with
+        sides += [Side(ref, factory="fresh_sides:reference_timer", path=(HERE,),
+                       kwargs={"name": name, "args": list(args), "which": ref})
+                  for ref in references(name, args, inputs)]
     rounds = alternate(sides, inputs, calibration_library(task.target), rounds=opts.rounds, inner=opts.inner,
                        option=MeasureOption(min_repeat_ms=50))
     return summarize_case(label, task, rounds, tuning, opts)
@@ -243,7 +287,10 @@ def summarize_case(label: str, task: asc.Task, rounds: list[dict[str, Timing]], 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="matmul512,conv64,conv128")
+    parser.add_argument("--suite", choices=("guided", "climb"), default="guided",
+                        help="bench_guided.py's cases (default) or climb_ops.py's user-defined operators")
+    parser.add_argument("--cases", help="case labels (default: matmul512,conv64,conv128; climb: "
+                        "matmul_at,conv_nhwc,attention)")
     parser.add_argument("--logs", type=Path,
                         help="autosched logs (bench_guided.py --log-dir); default: tune here")
     parser.add_argument("--trials", type=int, default=64)
@@ -256,6 +303,9 @@ def main() -> None:
     parser.add_argument("--results-name", default="metaschedule")
     opts = parser.parse_args()
     opts.seeds = [int(s) for s in opts.seeds.split(",")]
+    SUITE.update(CLIMB_CASES if opts.suite == "climb" else CASES)
+    default = "matmul_at,conv_nhwc,attention" if opts.suite == "climb" else "matmul512,conv64,conv128"
+    opts.cases = opts.cases or default
     opts.work_dir.mkdir(parents=True, exist_ok=True)
     print(f"{cpu_name()}; threads {THREADS}; BLAS: {blas_info()}; "
           + (TVM_MISSING or f"TVM {tvm.__version__}, target {llvm_target()}"))
