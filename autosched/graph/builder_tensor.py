@@ -36,8 +36,8 @@ class TensorBuilder(BuilderBase):
         unbounded), leaky_relu (alpha, default 0.01), hard_sigmoid (max(0, min(1, alpha * x +
         beta)); defaults 0.2, 0.5), elu (alpha, default 1.0), celu (alpha, default 1.0), selu
         (alpha, beta = gamma; ONNX's defaults), thresholded_relu (alpha, default 1.0), mish,
-        softsign, equal (1 where x == alpha, else 0), logical_not (1 where x == 0, else 0), pow
-        (x ** alpha, alpha required)."""
+        softsign, equal (1 where x == alpha, else 0), logical_not (1 where x == 0, else 0), round
+        (to the nearest integer, ties to even), pow (x ** alpha, alpha required)."""
         shape = self.shape(x)
         step = _STEP_NAMES.get(fn, fn)
         params = () if fn in _OWN_OPS else FUNCTIONS[step].params if step in FUNCTIONS else None

@@ -140,6 +140,7 @@ FUNCTIONS: dict[str, UnaryFn] = {
                                 lambda x, p: np.where(x > p[0], x, 0.0)),
     "equal": UnaryFn(("value",), (None,), _equal_te, lambda x, p: (x == p[0]).astype(np.float64)),
     "logical_not": UnaryFn((), (), _logical_not_te, lambda x, p: (x == 0).astype(np.float64)),
+    "round": UnaryFn((), (), lambda x, d, p: te.cast(quant.round_half_even(x), d), lambda x, p: np.rint(x)),
     # QuantizeLinear / DequantizeLinear per tensor: the integers are whole numbers in the float type
     "quantize": UnaryFn(("scale", "zero_point", "min", "max"), (None, 0.0, None, None),
                         _quantize_te, _quantize_np),

@@ -67,7 +67,11 @@ def _bias(cx: Importer, n: OnnxNode) -> str | None:
     return cx.value(n.inputs[2]) if cx.has(n, 2) else None
 
 
-@converter("Conv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+#: the attributes of Conv (and of ConvInteger, QLinearConv)
+CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+@converter("Conv", attrs=CONV_ATTRS,
            doc="1-D to 3-D, per-axis strides, dilations and asymmetric pads; a BatchNormalization "
            "after it is folded into its weights")
 def _conv(cx: Importer, n: OnnxNode) -> list[Result]:

@@ -16,7 +16,7 @@ from .onnx_table import Result, converter
 #: ONNX operator -> the builder's ``unary`` function
 UNARY = {"Tanh": "tanh", "Erf": "erf", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal",
          "Neg": "neg", "Abs": "abs", "Softplus": "softplus", "HardSwish": "hard_swish", "Mish": "mish",
-         "Softsign": "softsign"}
+         "Softsign": "softsign", "Round": "round"}
 
 
 @converter(*UNARY, doc="elementwise")

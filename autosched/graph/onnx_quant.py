@@ -2,7 +2,9 @@
 ``quantize_static`` writes them) with a scale per tensor, and of the QOperator form's operators
 (QLinearConv, QLinearMatMul and onnxruntime's com.microsoft QGemm, QLinearAdd/Mul, QLinearConcat,
 QLinearSigmoid/LeakyRelu/GlobalAveragePool), each written as the DequantizeLinear of its inputs, the
-float operator and a QuantizeLinear.
+float operator and a QuantizeLinear. Dynamically quantized models (``quantize_dynamic``):
+DynamicQuantizeLinear computes its scale and zero point from the input's range at run time, and
+MatMulInteger / ConvInteger are the float MatMul / Conv of their operands minus their zero points.
 
 The graph computes in one float type: a quantized value is its integers as whole numbers in it,
 and a QuantizeLinear / DequantizeLinear pair rounds an activation to the integer grid and back
@@ -17,6 +19,7 @@ import numpy as np
 
 from .ir import GraphError
 from .onnx_context import Importer
+from .onnx_conv import CONV_ATTRS
 from .onnx_rewrite import OnnxNode
 from .onnx_table import Result, converter
 
@@ -75,7 +78,7 @@ def _bias(cx: Importer, n: OnnxNode, x_scale: str, w_scale: str, at: int, out: s
     return [out]
 
 
-@converter("QLinearConv", attrs=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"),
+@converter("QLinearConv", attrs=CONV_ATTRS,
            doc="as DequantizeLinear of input and weight, Conv with the int32 bias scaled, QuantizeLinear "
                "(activations per tensor, weights per tensor or channel)")
 def _qlinear_conv(cx: Importer, n: OnnxNode) -> list[Result]:
@@ -164,3 +167,80 @@ def _qgemm(cx: Importer, n: OnnxNode) -> list[Result]:
     dq_b = OnnxNode("DequantizeLinear", f"{tag}.dq1", list(b), [f"{tag}.in1"], axis)
     quantize = [_q(n, tag, *n.inputs[7:9])] if cx.has(n, 7) else []
     return _expand(cx, n, [_dq(tag, a, 0), dq_b, gemm, *quantize])
+
+
+def _float_type(cx: Importer) -> int:
+    """The ONNX type number of the graph's float type (a Cast's ``to``)."""
+    from onnx import helper  # optional dependency; from_onnx said what to install
+
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(cx.b.dtype)))
+
+
+def _minus_zero(cx: Importer, n: OnnxNode, i: int, name: str) -> str:
+    """ONNX value ``name``: input ``i`` of integer product ``n`` minus its zero point (input
+    ``i + 2``) in the graph's float type. A constant (a weight) is computed now, its zero point per
+    tensor or per output channel / column; a computed value is a Cast or a Sub."""
+    x, zero = n.inputs[i], n.inputs[i + 2] if cx.has(n, i + 2) else ""
+    if cx.is_const(x) and (not zero or cx.is_const(zero)):
+        value = cx.consts[x].astype(np.float64)
+        if zero:
+            z = cx.consts[zero].astype(np.float64)
+            # per output channel of a Conv weight, per row of A (per column of B broadcasts as it is)
+            if z.size > 1 and (n.op == "ConvInteger" or i == 0):
+                z = z.reshape((-1,) + (1,) * (value.ndim - 1 if n.op == "ConvInteger" else 1))
+            try:
+                value = value - z
+            except ValueError:
+                raise GraphError(f"zero point {zero!r} of shape {z.shape} does not fit input {x!r} of shape "
+                                 f"{value.shape}") from None
+        cx.consts[name] = value.astype(cx.b.dtype)
+        return name
+    if zero:
+        if cx.is_const(zero) and cx.consts[zero].size > 1:
+            raise GraphError(f"a zero point per row of computed input {x!r} is not supported (per tensor)")
+        cx.convert(OnnxNode("Sub", name, [x, zero], [name]))
+    else:
+        cx.convert(OnnxNode("Cast", name, [x], [name], {"to": _float_type(cx)}))
+    return name
+
+
+@converter("MatMulInteger", "ConvInteger", attrs=CONV_ATTRS,
+           doc="as the float MatMul / Conv of the operands minus their zero points (a constant's per "
+               "tensor or per channel/row/column, a computed one's per tensor); int32 results in the "
+               "float type, exact while partial sums stay below 2^24 in float32")
+def _integer_product(cx: Importer, n: OnnxNode) -> list[Result]:
+    if n.op == "MatMulInteger" and n.attrs:
+        raise GraphError(f"MatMulInteger takes no attributes, got {', '.join(n.attrs)}")
+    tag = f"{n.name}.integer"
+    operands = [_minus_zero(cx, n, i, f"{tag}.in{i}") for i in (0, 1)]
+    op = "MatMul" if n.op == "MatMulInteger" else "Conv"
+    return _expand(cx, n, [OnnxNode(op, f"{tag}.op", operands, [f"{tag}.out"], dict(n.attrs))])
+
+
+@converter("DynamicQuantizeLinear",
+           doc="computed at run time: scale (max(x, 0) - min(x, 0)) / 255, zero point and values "
+               "rounded half to even and saturated to uint8, as whole numbers in the float type "
+               "(scale and zero point of shape (1, ...) rather than ())")
+def _dynamic_quantize(cx: Importer, n: OnnxNode) -> list[Result]:
+    tag = f"{n.name}.dynamic"
+    for const, value in (("zero", 0.0), ("levels", 255.0)):
+        cx.consts[f"{tag}.{const}"] = np.array(value, np.dtype(cx.b.dtype))
+    zero, levels = f"{tag}.zero", f"{tag}.levels"
+
+    def node(op: str, part: str, inputs: list[str], **attrs: int) -> OnnxNode:
+        return OnnxNode(op, f"{tag}.{part}", inputs, [f"{tag}.{part}"], dict(attrs))
+
+    parts = [
+        node("ReduceMin", "min", [n.inputs[0]], keepdims=1), node("Min", "low", [f"{tag}.min", zero]),
+        node("ReduceMax", "max", [n.inputs[0]], keepdims=1), node("Max", "high", [f"{tag}.max", zero]),
+        node("Sub", "range", [f"{tag}.high", f"{tag}.low"]), node("Div", "scale", [f"{tag}.range", levels]),
+        node("Div", "low_steps", [f"{tag}.low", f"{tag}.scale"]), node("Neg", "shift", [f"{tag}.low_steps"]),
+        node("Round", "shift_whole", [f"{tag}.shift"]),
+        node("Clip", "zero_point", [f"{tag}.shift_whole", zero, levels]),
+        node("Div", "steps", [n.inputs[0], f"{tag}.scale"]), node("Round", "whole", [f"{tag}.steps"]),
+        node("Add", "shifted", [f"{tag}.whole", f"{tag}.zero_point"]),
+        node("Clip", "y", [f"{tag}.shifted", zero, levels]),
+    ]
+    for part in parts:
+        cx.convert(part)
+    return [cx.values[f"{tag}.{out}"] for out in ("y", "scale", "zero_point")]

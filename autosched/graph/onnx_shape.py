@@ -195,10 +195,11 @@ def _runs(indices: np.ndarray) -> list[tuple[int, int]]:
     return runs
 
 
-@converter("Gather", attrs=("axis",), doc="computed int indices (embeddings: a table at token ids), or "
-           "constant indices on a computed value (slices)")
+@converter("Gather", attrs=("axis",), doc="computed int indices (embeddings: a table at token ids; an "
+           "integer table, quantized, as whole numbers), or constant indices on a computed value (slices)")
 def _gather(cx: Importer, n: OnnxNode) -> list[Result]:
     data, index = n.inputs
+    table = cx.index_value(data) if cx.is_const(data) and cx.is_index(data) else cx.value(data)
     shape = cx.shape(data)
     axis = int(n.attrs.get("axis", 0))
     if not -len(shape) <= axis < len(shape):
@@ -206,17 +207,16 @@ def _gather(cx: Importer, n: OnnxNode) -> list[Result]:
     axis %= len(shape)
     if index in cx.index_views:  # gather at the integer input itself, then view the result
         source, view = cx.index_views[index]
-        got = cx.b.gather(cx.value(data), cx.value(source), axis)
+        got = cx.b.gather(table, cx.value(source), axis)
         return [cx.b.reshape(got, shape[:axis] + view + shape[axis + 1 :], name=n.name)]
     if not cx.is_const(index):
-        return [cx.b.gather(cx.value(data), cx.value(index), axis, name=n.name)]
+        return [cx.b.gather(table, cx.value(index), axis, name=n.name)]
     indices = cx.consts[index].astype(np.int64)
     if indices.size and (indices.min() < -shape[axis] or indices.max() >= shape[axis]):
         listed = indices.reshape(-1).tolist()
         raise GraphError(f"indices {listed} are out of range for axis {axis} of {shape}")
     indices = np.where(indices < 0, indices + shape[axis], indices)
-    x = cx.value(data)
-    pieces = [take(cx, x, axis, a, b) for a, b in _runs(indices.reshape(-1))]
+    pieces = [take(cx, table, axis, a, b) for a, b in _runs(indices.reshape(-1))]
     joined = pieces[0] if len(pieces) == 1 else cx.b.concat(pieces, axis)
     out = shape[:axis] + indices.shape + shape[axis + 1 :]
     return [joined if cx.b.shape(joined) == out else cx.b.reshape(joined, out, name=n.name)]
@@ -233,7 +233,7 @@ FOLD_ONLY = {
     "Constant": ("value", "value_float", "value_floats", "value_int", "value_ints"),
     "ConstantOfShape": ("value",), "Range": (), "Less": (), "Greater": (), "LessOrEqual": (),
     "GreaterOrEqual": (), "And": (), "Or": (), "Xor": (), "Mod": ("fmod",), "Floor": (),
-    "Ceil": (), "Round": (), "Sign": (), "NonZero": (),
+    "Ceil": (), "Sign": (), "NonZero": (),
     "ReduceProd": ("axes", "keepdims", "noop_with_empty_axes"),
     "ArgMax": ("axis", "keepdims", "select_last_index"), "ArgMin": ("axis", "keepdims", "select_last_index"),
     "Trilu": ("upper",), "OneHot": ("axis",), "EyeLike": ("dtype", "k"),
