@@ -200,15 +200,16 @@ SHAPES = {
     "conv2d_nhwc": ("conv2d_nhwc", (1, 9, 11, 5, 6, 3, 3, 2, 1), (1, 14, 14, 8, 16, 3, 3, 1, 1)),
     "depthwise": ("depthwise_conv2d_nchw", (1, 7, 10, 10, 3, 3, 1, 1), (1, 16, 14, 14, 3, 3, 2, 1)),
 }
-#: configs per template on an odd shape, each built and checked (by default 60; more with
-#: AUTOSCHED_RANDOM_PROGRAMS=N, in chunks of 50); on an even shape every tenth of 50 is built
-ODD_CONFIGS = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "60"))
+#: configs per template on an odd shape, each built and checked (by default 50; more with
+#: AUTOSCHED_RANDOM_PROGRAMS=N, in chunks of 50, the last one partial); on an even shape every
+#: tenth of 50 is built
+ODD_CONFIGS = int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "50"))
 ODD_BUILD_EVERY, EVEN_CONFIGS, EVEN_BUILD_EVERY, CHUNK = 1, 50, 10, 50
 SAMPLES = [
     (case, shape, chunk)
     for case in SHAPES
     for shape, total in (("odd", ODD_CONFIGS), ("even", EVEN_CONFIGS))
-    for chunk in range(total // CHUNK)
+    for chunk in range(-(-total // CHUNK))
 ]
 
 
