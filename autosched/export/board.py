@@ -26,6 +26,7 @@ from pathlib import Path
 from ..diagnostics import printable
 from ..target import Target, TargetError
 from .makefile import make_words
+from .stack import StackUse, stack_use
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,22 +211,14 @@ def object_sizes(path: Path, size_tool: str = "arm-none-eabi-size") -> Sizes:
     return Sizes(text, data, bss)
 
 
-def stack_bytes(su_file: Path) -> int:
-    """The largest frame gcc's ``-fstack-usage`` reports in ``su_file`` (the kernel calls only leaf
-    math functions, so its own frame dominates)."""
-    lines = su_file.read_text().splitlines()
-    frames = [int(line.split("\t")[1]) for line in lines if line.count("\t") >= 2]
-    return max(frames, default=0)
-
-
-def measure(out: Path, target: Target, sources: Sequence[str]) -> tuple[Sizes, int] | None:
+def measure(out: Path, target: Target, sources: Sequence[str]) -> tuple[Sizes, StackUse] | None:
     """Compile ``sources`` in ``out`` as the Makefile does: their sizes added up and the deepest
-    stack frame; None where the compiler is missing."""
+    call path's stack (:mod:`~autosched.export.stack`); None where the compiler is missing."""
     cc = target.cc or "arm-none-eabi-gcc"
     if shutil.which(cc) is None:
         return None
-    flags = [*target.cflags(shared=False), "-Wall", "-Werror", "-fstack-usage"]
-    total, stack = Sizes(0, 0, 0), 0
+    flags = [*target.cflags(shared=False), "-Wall", "-Werror", "-fcallgraph-info=su"]
+    total = Sizes(0, 0, 0)
     for source in sources:
         obj = source[:-2] + ".o"
         done = subprocess.run([cc, *flags, "-c", source, "-o", obj], cwd=out, capture_output=True, text=True,
@@ -234,5 +227,4 @@ def measure(out: Path, target: Target, sources: Sequence[str]) -> tuple[Sizes, i
             raise RuntimeError(f"{cc} cannot build {source}: {printable(done.stderr, 2000)}")
         one = object_sizes(out / obj, size_tool(cc))
         total = Sizes(total.text + one.text, total.data + one.data, total.bss + one.bss)
-        stack = max(stack, stack_bytes(out / (source[:-2] + ".su")))
-    return total, stack
+    return total, stack_use(out / (source[:-2] + ".ci") for source in sources)

@@ -2,8 +2,8 @@
 
 :func:`export_embedded` writes kernel.c and kernel.h (:mod:`~autosched.export.embedded`) and the
 emulated-board check (:mod:`~autosched.export.board`), then compiles kernel.c with the target's
-compiler to measure what it needs: flash (code and constants), static RAM, the deepest stack
-frame (``-fstack-usage``) and the workspace; kernel.h states them.
+compiler to measure what it needs: flash (code and constants), static RAM, the stack of its
+deepest call path (:mod:`~autosched.export.stack`) and the workspace; kernel.h states them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from ..schedule.steps import Step
 from ..task import Task
 from .board import BOARDS, Sizes, board_files, measure
 from .board_check import kernel_check_c
-from .embedded import EmbeddedKernel, embedded_header, embedded_kernel
+from .embedded import EmbeddedError, EmbeddedKernel, embedded_header, embedded_kernel
 from .kernel import write_files
+from .stack import StackUse
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +29,7 @@ class EmbeddedExport:
     out: Path
     kernel: EmbeddedKernel
     sizes: Sizes | None
-    stack: int | None
+    stack: StackUse | None
 
     def summary(self) -> str:
         """One line: flash, RAM, stack and workspace bytes."""
@@ -37,7 +38,7 @@ class EmbeddedExport:
         if self.sizes is None:
             return f"{work}; flash and RAM not measured (the compiler is missing)"
         return (f"flash {self.sizes.flash} B (code + constants), static RAM {self.sizes.ram} B, "
-                f"stack {self.stack} B, {work}")
+                f"stack {self.stack.text() if self.stack else '-'}, {work}")
 
 
 def export_embedded(task: Task, steps: Sequence[Step], out_dir: str | Path, *, name: str | None = None,
@@ -62,8 +63,15 @@ def export_embedded(task: Task, steps: Sequence[Step], out_dir: str | Path, *, n
     if measured is None:
         return EmbeddedExport(out, kernel, None, None)
     sizes, stack = measured
+    workspace = 0 if kernel.static else kernel.workspace  # static storage is in sizes.ram already
+    ram = task.target.ram
+    if ram is not None and workspace + sizes.ram + stack.bytes > ram:
+        raise EmbeddedError(
+            f"{kernel.name} needs {workspace + sizes.ram + stack.bytes} bytes of RAM (workspace {workspace}, "
+            f"static {sizes.ram}, stack {stack.bytes}), more than the {ram} bytes the target gives it "
+            f"(-ram=); the files measured are in {out}")
     figures = [f"Needs: flash {sizes.flash} bytes (code and constants), static RAM {sizes.ram} bytes,",
-               f"a stack frame of {stack} bytes and the workspace ({kernel.workspace} bytes);",
+               f"a stack of {stack.text()} and the workspace ({kernel.workspace} bytes);",
                f"measured with {task.target.cc} {' '.join(task.target.cflags(shared=False))}."]
     write_files({"kernel.h": embedded_header(kernel, [*doc, "", *figures])}, out)
     return EmbeddedExport(out, kernel, sizes, stack)

@@ -5,7 +5,8 @@ tensor and kernel scratch at a planned offset of the caller's workspace, :mod:`a
 and writes the weights as a ``const`` C array, which a bare-metal build places in flash. The
 embedded export prints each kernel for the core (:mod:`~autosched.export.embedded`: no OpenMP, no
 stdio, its vector width), refuses in one line a model whose workspace peak exceeds the RAM the
-target names (``-ram=``), and writes the emulated-board check (:mod:`~autosched.export.board`) in
+target names (``-ram=``) before writing anything, and once measured one whose workspace, static RAM
+and stack together exceed it; it writes the emulated-board check (:mod:`~autosched.export.board`) in
 place of main.c: the sample inputs and the reference outputs as const arrays.
 
 Each task's program is the fastest program of its workload in the log on any target that prints
@@ -39,12 +40,13 @@ from .embedded import EmbeddedError, check_target, embedded_source
 from .kernel import write_files
 from .network import ModelC, ProgramChooser, flat_weights, network_kernels, weights_c
 from .network_text import model_h
+from .stack import StackUse
 
 
 @dataclass(frozen=True, slots=True)
 class EmbeddedNetwork:
     """An exported embedded network: where, its workspace plan, how many tasks came from the log,
-    and its measured flash, static RAM and deepest stack frame (None: the compiler is missing)."""
+    and its measured flash, static RAM and deepest call path's stack (None: the compiler is missing)."""
 
     out: Path
     plan: Plan
@@ -52,7 +54,7 @@ class EmbeddedNetwork:
     tasks: int
     weight_bytes: int
     sizes: Sizes | None
-    stack: int | None
+    stack: StackUse | None
 
     def summary(self) -> str:
         """One line: the sizes next to their floors."""
@@ -61,7 +63,7 @@ class EmbeddedNetwork:
         if self.sizes is None:
             return f"{work}; weights {self.weight_bytes} B; flash not measured (the compiler is missing)"
         return (f"flash {self.sizes.flash} B (floor: the weights' {self.weight_bytes} B), static RAM "
-                f"{self.sizes.ram} B, stack {self.stack} B, {work}")
+                f"{self.sizes.ram} B, stack {self.stack.text() if self.stack else '-'}, {work}")
 
 
 def _chooser(log: str | os.PathLike[str] | None, target: Target) -> ProgramChooser:
@@ -122,6 +124,13 @@ def export_network_embedded(graph: Graph, target: str, out_dir: str | os.PathLik
     measured = measure(out, tgt, sources)
     sizes, stack = measured if measured is not None else (None, None)
     export = EmbeddedNetwork(out, plan, tuned, len(kernels), 4 * flat.size, sizes, stack)
+    if sizes is not None and stack is not None and tgt.ram is not None:
+        need = plan.peak + sizes.ram + stack.bytes
+        if need > tgt.ram:
+            raise EmbeddedError(
+                f"{graph.name} needs {need} bytes of RAM (workspace {plan.peak}, static {sizes.ram}, stack "
+                f"{stack.bytes}), more than the {tgt.ram} bytes the target gives it (-ram=); the files "
+                f"measured are in {out}")
     if measured is not None:  # the header states what the library needs, as measured
         needs = (f"/* for {tgt.mcpu}: {export.summary()}; measured with {tgt.cc} "
                  f"{' '.join(tgt.cflags(shared=False))} */\n")

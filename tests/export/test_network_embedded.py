@@ -63,6 +63,26 @@ def test_a_model_beyond_the_ram_is_refused_in_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(caught.value) and not list(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.requires("arm-none-eabi-gcc")
+def test_the_stack_is_the_deepest_call_path_and_ram_holds_all_three(tmp_path: Path) -> None:
+    """The stack figure follows model_run into its deepest kernel (more than either frame alone);
+    a -ram= that holds the workspace but not the workspace, static RAM and stack together is
+    refused in one line naming the three."""
+    model = gm.conv_bn_relu_pool_dense()
+    x, refs = _sample(model, (1, 3, 16, 16), seed=4)
+    export = export_network_embedded(asc.from_onnx(model), M4, tmp_path / "free", [x], refs)
+    stack = export.stack
+    assert stack is not None and stack.bounded and stack.path[0] == "model_run" and len(stack.path) >= 2
+    assert f"stack {stack.text()}" in export.summary() and "model_run > " in stack.text()
+    assert export.sizes is not None
+    ram = export.plan.peak + export.sizes.ram + stack.bytes - 1
+    three = rf"\(workspace {export.plan.peak}, static {export.sizes.ram}, stack {stack.bytes}\)"
+    with pytest.raises(EmbeddedError, match=rf"needs {ram + 1} bytes of RAM {three}, more than the {ram} "
+                                            r"bytes the target gives it") as caught:
+        export_network_embedded(asc.from_onnx(model), f"{M4} -ram={ram}", tmp_path / "tight", [x], refs)
+    assert "\n" not in str(caught.value)
+
+
 @pytest.mark.requires("arm-none-eabi-gcc", "qemu-system-arm", "make")
 def test_a_keyword_spotting_cnn_fits_a_small_board_at_its_floor(tmp_path: Path) -> None:
     """DS-CNN (49x10 input, ~23k parameters): its workspace is within 10% of the bytes live at once
