@@ -123,13 +123,13 @@ def timing_entries(
     args = "".join(f"{n}, " for n in names)
     call = ", ".join(names)
     pragma = f"  #pragma omp parallel for num_threads({num_threads})\n" if num_threads > 1 else ""
-    types = ", ".join([f"{ctype}*" for ctype, _ in params] + ["int"] * len(sizes) + [c for c, _ in scalars])
     timer = "\n".join(
         [
             f"double {name}__time({decls}int asc_number) {{",
             "  /* called through a volatile pointer: a function computing the same outputs from the same",
-            "     inputs on every call must not be inlined and then run once for the whole loop */",
-            f"  int (*volatile asc_fn)({types or 'void'}) = {name};",
+            "     inputs on every call must not be inlined and then run once for the whole loop (its",
+            "     type the function's own: its read-only arguments are const) */",
+            f"  __typeof__({name})* volatile asc_fn = {name};",
             "  struct timespec asc_t0, asc_t1;",
             "  clock_gettime(CLOCK_MONOTONIC, &asc_t0);",
             "  for (int asc_r = 0; asc_r < asc_number; ++asc_r) {",

@@ -25,6 +25,8 @@ from .printer import CPrinter
 class KernelPrinter(CPrinter):
     """Prints the kernels of a :class:`GpuFunc`; subclasses fill the class attributes."""
 
+    const_inputs = False  # kernels print their own signature
+
     kernel_qualifier: ClassVar[str] = ""  # what precedes the kernel's name: "__kernel void"
     thread_index: ClassVar[dict[str, str]] = {}  # thread tag -> the dialect's work-item index
     prelude: ClassVar[str] = ""  # text at the top of the file

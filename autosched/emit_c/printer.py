@@ -44,6 +44,7 @@ from ..lower.ir import (
     Stmt,
     Store,
 )
+from ..lower.readonly import read_only_args
 from ..lower.simplify import loop_end, simplify
 from ..lower.vector_ir import VecStore
 from ..lower.vectorize import VectorCaps, vectorize
@@ -68,6 +69,8 @@ class CPrinter:
     restrict: ClassVar[str] = "restrict"
     func_qualifier: ClassVar[str] = ""
     arg_qualifier: ClassVar[str] = ""
+    #: whether arguments the function only reads are declared ``const`` (C targets)
+    const_inputs: ClassVar[bool] = True
     local_qualifier: ClassVar[str] = ""
     shared_qualifier: ClassVar[str] = ""
     barrier: ClassVar[str] = ""
@@ -313,10 +316,11 @@ class CPrinter:
         self.emit("}", indent)
 
     # -- whole function
-    def signature(self, func: PrimFunc, name: str) -> str:
+    def signature(self, func: PrimFunc, name: str, read_only: frozenset[str] = frozenset()) -> str:
         params = ", ".join(
             [
-                f"{self.arg_qualifier}{self.ctype(b.dtype)}* {self.restrict} {self.buf(b)}".replace("  ", " ")
+                f"{self.arg_qualifier}{'const ' if b.name in read_only else ''}{self.ctype(b.dtype)}* "
+                f"{self.restrict} {self.buf(b)}".replace("  ", " ")
                 for b in func.args
             ]
             + [f"int {self.var(v)}" for v in func.sizes]
@@ -334,7 +338,8 @@ class CPrinter:
             self.var(v)
         self.vectors.texts.clear()  # texts by node identity: only of this function's nodes
         body, heap = split_heap(self.vectorized(func.body))
-        self.lines = [self.signature(func, name) + " {"]
+        read_only = read_only_args(func, body) if self.const_inputs else frozenset()
+        self.lines = [self.signature(func, name, read_only) + " {"]
         for b in heap:
             n = b.size if isinstance(b.size, int) else f"(size_t){self.extent(b.size)}"
             size = f"sizeof({self.ctype(b.dtype)}) * {n}"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from export_cases import FAST, assert_checked_and_timed, make, record_of
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_export import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
 from autosched.export.kernel import export_kernel
@@ -132,7 +132,8 @@ def test_split_of_symbolic_extent_is_partitioned_and_main_part_vectorizes() -> N
     # and tails: the vector loop cut to the columns left (N's last partial vector), or guarded
     assert any(guarded or not isinstance(loop.extent, int) for loop, guarded in loops)
     src = asc.emit(s, args, target=TARGET)
-    sig = "int default_function(float* restrict A, float* restrict B, float* restrict C, int M, int K, int N)"
+    sig = ("int default_function(const float* restrict A, const float* restrict B, float* restrict C, "
+           "int M, int K, int N)")
     assert sig in src
     assert "asc_float32x8" in src or "asc_float32x4" in src  # vector statements in the main part
 
@@ -311,7 +312,7 @@ def test_symbolic_export_builds_and_runs(tmp_path: Path) -> None:
     )
     out = export_kernel(record_of(task, steps), tmp_path / "k", symbolic=True)
     header = (out / "kernel.h").read_text()
-    assert "test_symbolic_mm_kernel(float* A, float* B, float* C, int M, int K, int N);" in header
+    assert "test_symbolic_mm_kernel(const float* A, const float* B, float* C, int M, int K, int N);" in header
     assert "then the sizes as int: M, K, N" in header
     assert "test_symbolic_mm_kernel(a0, a1, a2, 33, 17, 40)" in (out / "main.c").read_text()
     built = make(out)
