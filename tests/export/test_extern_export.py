@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_export import FAST, assert_checked_and_timed, make, record_of
+from export_cases import FAST, assert_checked_and_timed, make, record_of
 
 import autosched as asc
 from autosched.export.kernel import export_files, export_kernel

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_report import CONV, MATMUL, rec, write_log
+from record_cases import CONV, MATMUL, rec, write_log
 
 import autosched as asc
 from autosched.cli import main
