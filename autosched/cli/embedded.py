@@ -101,13 +101,14 @@ def cmd_export_network_embedded(args: argparse.Namespace, graph: Graph) -> int:
     if args.target is None:
         raise ValueError("--embedded needs --target, a bare-metal target such as "
                          "'c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard -ram=256K'")
-    if args.static or args.portable or args.weights == "blob":
-        raise ValueError("an embedded network takes its workspace as model_run's argument and its weights "
-                         "as a const array in flash: no --static, --portable or --weights blob")
+    if args.portable or args.weights == "blob":
+        raise ValueError("an embedded network is GNU C for its core with its weights as a const array in "
+                         "flash: no --portable or --weights blob")
     sample = sample_inputs(graph)
     refs = build_network(graph, None, target="c")(*sample)
     refs = refs if isinstance(refs, list) else [refs]
-    export = export_network_embedded(graph, args.target, args.out, sample, refs, log=args.model_log)
+    export = export_network_embedded(graph, args.target, args.out, sample, refs, log=args.model_log,
+                                     static=args.static)
     where = printable(str(export.out))
     print(f"exported {printable(graph.name)} for {Target.parse(args.target).mcpu}: {export.tasks} kernels "
           f"({export.tuned} from the log) to {where}/")

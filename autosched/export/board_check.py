@@ -130,22 +130,25 @@ def kernel_check_c(kernel: EmbeddedKernel, specs: Sequence[tuple[str, str, bool]
 
 
 def network_check_c(input_dtypes: Sequence[str], inputs: Sequence[np.ndarray],
-                    expected: Sequence[np.ndarray]) -> str:
-    """check.c for ``model_run`` (model.h): ``inputs`` in ``input_dtypes``, float32 outputs."""
+                    expected: Sequence[np.ndarray], static: bool = False) -> str:
+    """check.c for ``model_run`` (model.h): ``inputs`` in ``input_dtypes``, float32 outputs; with
+    ``static`` model_run keeps its own workspace."""
     parts = [CHECK_HEAD.format(kernel="model_run", header="model.h")]
     for k, (a, dtype) in enumerate(zip(inputs, input_dtypes, strict=True)):
         parts.append(c_array(f"in{k}", np.asarray(a).astype(dtype), dtype, const=True))
     for k, want in enumerate(expected):
         parts.append(c_array(f"want{k}", np.asarray(want, np.float32), "float32", const=True))
         parts.append(f"static float out{k}[{max(1, np.asarray(want).size)}];")
-    parts.append("static unsigned char workspace[MODEL_WORKSPACE_BYTES] __attribute__((aligned(64)));")
+    if not static:
+        parts.append("static unsigned char workspace[MODEL_WORKSPACE_BYTES] __attribute__((aligned(64)));")
     ins = ", ".join(f"(const model_input_t*)in{k}" for k in range(len(inputs)))
     outs = ", ".join(f"out{k}" for k in range(len(expected)))
     body = ["int main(void) {", "  unsigned long i, bad;", "  double scale, max_err;", "  int failed = 0;",
             f"  const model_input_t* const inputs[] = {{{ins}}};", f"  float* const outputs[] = {{{outs}}};"]
     body += [f"  for (i = 0; i < sizeof(out{k}); ++i) ((unsigned char*)out{k})[i] = 0xFF;"
              for k in range(len(expected))]
-    body += ["  if (model_run(inputs, outputs, workspace) != 0) {", '    asc_puts("model_run failed\\n");',
+    call = "model_run(inputs, outputs)" if static else "model_run(inputs, outputs, workspace)"
+    body += [f"  if ({call} != 0) {{", '    asc_puts("model_run failed\\n");',
              "    return 2;", "  }"]
     body += [compare_lines(k, f"{k}", "float32", np.asarray(w).size) for k, w in enumerate(expected)]
     body += ['  asc_puts(failed ? "check: FAILED\\n" : "check: OK\\n");', "  return failed;", "}", ""]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from ..schedule.steps import Step
 from ..target import Target
 from ..task import Task
 from .kernel import write_files
-from .network_text import MAIN_C, makefile, model_h
+from .network_text import MAIN_C, STATIC_WORKSPACE, makefile, model_h, run_signature
 
 #: float32 bytes of constants above which ``weights="auto"`` writes them as weights.bin: a C array
 #: of 1 MiB of floats is a 5.7 MB source that gcc -O3 compiles in 0.6 s; ResNet-18's 45 MiB took 72 s
@@ -204,19 +205,31 @@ class ModelC:
             col += part
         return lines
 
-    def text(self, steps: list[Group], kernels: dict[Workload, tuple[str, int]]) -> str:
-        protos = []
-        for wl, (name, _) in kernels.items():
-            params = [f"{dtype_info(t.dtype).c_name}*" for t in (*wl.inputs, *wl.outputs)]
-            protos.append(f"int {name}({', '.join(params)}, unsigned char*);")
+    def text(self, steps: list[Group], kernels: dict[Workload, tuple[str, int]], files: dict[str, str],
+             static: bool = False) -> str:
+        """model.c: the kernels' prototypes (as their files define them), then ``model_run``; with
+        ``static``, its workspace a static array (:func:`run_signature`)."""
         body = [line for i, g in enumerate(steps) for line in self.step(i, g, kernels)]
+        aligned = "__attribute__((aligned(64)))"
+        storage = [f"static unsigned char {STATIC_WORKSPACE}[MODEL_WORKSPACE_BYTES] {aligned};", ""]
+        storage = storage if static else []
+        workspace = STATIC_WORKSPACE if static else "(unsigned char*)workspace"
         return "\n".join([
-            '#include <stdint.h>\n#include <string.h>\n#include "model.h"\n', *protos, "",
-            "int model_run(const model_input_t* const* inputs, float* const* outputs, void* workspace) {",
-            "  unsigned char* ws = (unsigned char*)workspace;",
+            '#include <stdint.h>\n#include <string.h>\n#include "model.h"\n', *kernel_prototypes(files), "",
+            *storage, run_signature(static) + " {", f"  unsigned char* ws = {workspace};",
             "  (void)inputs; (void)ws;",
             *body, "  return 0;", "}", "",
         ])
+
+
+_KERNEL_HEAD = re.compile(r"^int (model_k\d+)\((.*)\) \{$", re.MULTILINE)
+
+
+def kernel_prototypes(files: dict[str, str]) -> list[str]:
+    """A prototype of each kernel of ``files`` as its definition reads (its read-only arguments
+    const), without ``restrict``."""
+    return [f"int {name}({params.replace('* restrict ', '* ')});"
+            for text in files.values() for name, params in _KERNEL_HEAD.findall(text)]
 
 
 def export_network(
@@ -240,7 +253,7 @@ def export_network(
     flat, offsets = flat_weights(graph)
     weights, why = _choose_weights(graph, flat, weights)
     files["weights.c"] = weights_c(graph, flat) if weights == "c" else BLOB_C
-    files["model.c"] = ModelC(graph, plan, offsets).text(steps, kernels)
+    files["model.c"] = ModelC(graph, plan, offsets).text(steps, kernels, files)
     files["model.h"] = model_h(graph, plan, flat.size if weights == "blob" else None)
     files["main.c"] = MAIN_C
     files["Makefile"] = makefile(sorted(f for f in files if f.endswith(".c")), tgt, portable)

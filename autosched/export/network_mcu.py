@@ -55,11 +55,13 @@ class EmbeddedNetwork:
     weight_bytes: int
     sizes: Sizes | None
     stack: StackUse | None
+    static: bool = False  #: the workspace a static array (in the static RAM figure)
 
     def summary(self) -> str:
         """One line: the sizes next to their floors."""
-        work = (f"workspace {self.plan.peak} B at its peak (floor {self.plan.floor} B: the buffers live at "
-                f"once at the step needing most; {self.plan.total} B if no buffer were shared)")
+        where = " (static, in model.c)" if self.static else ""
+        work = (f"workspace {self.plan.peak} B{where} at its peak (floor {self.plan.floor} B: the buffers "
+                f"live at once at the step needing most; {self.plan.total} B if no buffer were shared)")
         if self.sizes is None:
             return f"{work}; weights {self.weight_bytes} B; flash not measured (the compiler is missing)"
         return (f"flash {self.sizes.flash} B (floor: the weights' {self.weight_bytes} B), static RAM "
@@ -93,9 +95,11 @@ def _chooser(log: str | os.PathLike[str] | None, target: Target) -> ProgramChoos
 
 def export_network_embedded(graph: Graph, target: str, out_dir: str | os.PathLike[str],
                             samples: list[np.ndarray], references: list[np.ndarray],
-                            log: str | os.PathLike[str] | None = None) -> EmbeddedNetwork:
+                            log: str | os.PathLike[str] | None = None,
+                            static: bool = False) -> EmbeddedNetwork:
     """Write ``graph`` as an embedded C library for the bare-metal ``target``, with its board check
-    on ``samples`` against ``references`` (see the module's doc)."""
+    on ``samples`` against ``references`` (see the module's doc); with ``static`` the workspace is
+    a static array of model.c (in RAM, counted in its static RAM) and ``model_run`` takes none."""
     if graph.dtype != "float32":
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = check_target(Target.parse(target))
@@ -114,21 +118,22 @@ def export_network_embedded(graph: Graph, target: str, out_dir: str | os.PathLik
                             f"{tgt.ram} bytes of RAM the target gives it (-ram=)")
     flat, offsets = flat_weights(graph)
     files["weights.c"] = weights_c(graph, flat)
-    files["model.c"] = ModelC(graph, plan, offsets).text(steps, kernels)
-    files["model.h"] = model_h(graph, plan, None)
+    files["model.c"] = ModelC(graph, plan, offsets).text(steps, kernels, files, static)
+    files["model.h"] = model_h(graph, plan, None, static)
     sources = sorted(f for f in files if f.endswith(".c"))
     if tgt.mcpu in BOARDS:
         types = [input_dtype(graph, v) for v in graph.inputs]
-        files |= board_files(tgt, sources, ["model.h"], network_check_c(types, samples, references))
+        files |= board_files(tgt, sources, ["model.h"], network_check_c(types, samples, references, static))
     out = write_files(files, Path(out_dir))
     measured = measure(out, tgt, sources)
     sizes, stack = measured if measured is not None else (None, None)
-    export = EmbeddedNetwork(out, plan, tuned, len(kernels), 4 * flat.size, sizes, stack)
+    export = EmbeddedNetwork(out, plan, tuned, len(kernels), 4 * flat.size, sizes, stack, static)
     if sizes is not None and stack is not None and tgt.ram is not None:
-        need = plan.peak + sizes.ram + stack.bytes
+        workspace = 0 if static else plan.peak  # a static one is in sizes.ram
+        need = workspace + sizes.ram + stack.bytes
         if need > tgt.ram:
             raise EmbeddedError(
-                f"{graph.name} needs {need} bytes of RAM (workspace {plan.peak}, static {sizes.ram}, stack "
+                f"{graph.name} needs {need} bytes of RAM (workspace {workspace}, static {sizes.ram}, stack "
                 f"{stack.bytes}), more than the {tgt.ram} bytes the target gives it (-ram=); the files "
                 f"measured are in {out}")
     if measured is not None:  # the header states what the library needs, as measured

@@ -5,6 +5,7 @@ workload the log lacks; bad input refused in one line."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,30 @@ def test_a_model_exports_for_a_microcontroller_within_its_ram(tmp_path: Path) ->
                       target.replace("64K", "8K"), "--out", str(tmp_path / "small"))
     assert done.returncode != 0 and "more than the 8192 bytes of RAM" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.requires("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_a_model_exports_with_a_static_workspace(tmp_path: Path) -> None:
+    """``--static``: model_run keeps its workspace in model.c (static RAM, counted in the RAM bound)
+    and takes none; model.c declares each kernel as its file defines it (inputs const)."""
+    pytest.importorskip("onnx", reason="needs onnx (pip install onnx)")
+    gm = pytest.importorskip("graph_models")
+    gm.onnx.save(gm.conv_bn_relu_pool_dense(), tmp_path / "net.onnx")
+    target = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -ram=64K"
+    done = _autosched("export", str(tmp_path / "net.onnx"), "--embedded", "--static", "--target", target,
+                      "--out", str(tmp_path / "lib"))
+    assert done.returncode == 0, done.stderr
+    assert "(static, in model.c) at its peak" in done.stdout
+    peak = int(re.search(r"workspace (\d+) B \(static", done.stdout).group(1))  # type: ignore[union-attr]
+    assert int(re.search(r"static RAM (\d+) B", done.stdout).group(1)) >= peak  # type: ignore[union-attr]
+    lib = tmp_path / "lib"
+    header = (lib / "model.h").read_text()
+    assert "int model_run(const model_input_t* const* inputs, float* const* outputs);" in header
+    model_c = (lib / "model.c").read_text()
+    assert "static unsigned char model_static_workspace[MODEL_WORKSPACE_BYTES]" in model_c
+    for kernel in lib.glob("kernel*.c"):
+        head = re.search(r"^int (model_k\d+)\((.*)\) \{$", kernel.read_text(), re.MULTILINE)
+        assert head is not None and "const float*" in head.group(2)
+        assert f"int {head.group(1)}({head.group(2).replace('* restrict ', '* ')});" in model_c
+    run = subprocess.run(["make", "-s", "-C", str(lib), "run"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
