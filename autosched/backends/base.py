@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from ..lower.ir import PrimFunc
+from ..ops import Workload
+from ..ops.schedules import KIND_DEFAULTS
 from ..runner.gpu_load import ProgramLoader, register_program_loader
 from ..runner.gpu_program import GpuCallable
 from ..runner.kernel import ArgSpec, Kernel, ScalarArg
 from ..runner.measure import Builder, MeasureOption, Runner
+from ..schedule import Schedule
 from ..target import Target, TargetKind, register_kind
 
 #: what a backend builds: a callable over numpy arrays that checks them first
@@ -65,6 +68,12 @@ class Backend:
         """The runner that tuning uses for this kind."""
         raise NotImplementedError(f"no runner for {self.kind} targets")
 
+    def default_schedule(self, wl: Workload, target: Target) -> tuple[Schedule, str] | None:
+        """The schedule ``wl`` gets on ``target`` before tuning, with its name, where this kind
+        has its own (None: the hand-written CPU schedules, else the naive one; see
+        :func:`~autosched.ops.schedules.default_schedule`)."""
+        return None
+
     def program_loader(self) -> ProgramLoader | None:
         """How the measurement worker loads a GPU program of this kind (None: C libraries only)."""
         return None
@@ -82,6 +91,7 @@ def register_backend(cls: B) -> B:
         raise ValueError(f"backend {cls.__name__} of kind {cls.kind!r} names target kind {named!r}")
     register_kind(cls.target_kind)
     backend = _BACKENDS[cls.kind] = cls()
+    KIND_DEFAULTS[cls.kind] = backend.default_schedule
     loader = backend.program_loader()
     if loader is not None:
         register_program_loader(cls.kind, loader)

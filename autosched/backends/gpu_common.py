@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..lower.gpu import GpuFunc, split_kernels
 from ..lower.ir import PrimFunc
+from ..ops import Workload
 from ..runner.compile import default_cache_dir
 from ..runner.gpu_load import ProgramLoader
 from ..runner.gpu_program import GpuCallable, GpuProgram, Launch
@@ -27,8 +28,10 @@ from ..runner.measure import (
     MeasureOption,
     Runner,
 )
+from ..schedule import Schedule
 from ..target import Target
 from .base import Backend
+from .gpu_default import default_gpu_schedule
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class GpuBackend(Backend):
     def print_kernels(self, func: GpuFunc) -> tuple[str, list[str]]:
         """(source, kernel names in launch order) in this kind's dialect."""
         raise NotImplementedError
+
+    def default_schedule(self, wl: Workload, target: Target) -> tuple[Schedule, str]:
+        """The hand-written GPU kernel of ``wl``, else one output element per thread
+        (:func:`~.gpu_default.default_gpu_schedule`)."""
+        return default_gpu_schedule(wl, target)
 
     def program(self, func: PrimFunc, target: Target) -> GpuProgram:
         """``func`` split into kernels, checked against ``target``'s limits, and printed."""

@@ -326,6 +326,11 @@ SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
 }
 
 
+#: the default schedules of target kinds that have their own (the GPU kinds), by kind name; a
+#: backend registers its :meth:`~autosched.backends.Backend.default_schedule` here
+KIND_DEFAULTS: dict[str, Callable[[Workload, Target], tuple[Schedule, str] | None]] = {}
+
+
 def hand_written(wl: Workload) -> Callable[[list[Tensor], Target | str], Schedule] | None:
     """``wl``'s hand-written schedule: :data:`SCHEDULES` by name (:func:`matmul_bt_cpu` for a
     matmul with B transposed), or None."""
@@ -340,10 +345,16 @@ def has_hand_written(wl: Workload) -> bool:
 
 
 def default_schedule(wl: Workload, target: Target | str = "c") -> tuple[Schedule, str]:
-    """The schedule ``wl`` gets before any tuning, and its name: its hand-written schedule where
+    """The schedule ``wl`` gets before any tuning, and its name: the default of ``target``'s kind
+    where it has its own (:data:`KIND_DEFAULTS`: a GPU's), else its hand-written schedule where
     there is one (:func:`hand_written`), else the naive schedule (``create_schedule`` with no
     steps, called ``"default schedule"``)."""
+    tgt = Target.parse(target)
+    own = KIND_DEFAULTS.get(tgt.kind)
+    chosen = own(wl, tgt) if own is not None else None
+    if chosen is not None:
+        return chosen
     make = hand_written(wl)
     if make is not None:
-        return make(wl.tensors(), Target.parse(target)), f"{make.__module__}.{make.__name__}"
+        return make(wl.tensors(), tgt), f"{make.__module__}.{make.__name__}"
     return create_schedule(wl.outputs), "default schedule"

@@ -33,9 +33,10 @@ from collections.abc import Mapping, Sequence
 from ..expr import ComputeOp, ExternOp, Reduce, Tensor, as_int, topo_order
 from ..lower.vthread import MAX_VTHREADS
 from ..schedule import Schedule, Stage, create_schedule, thread_axis
+from ..schedule.analysis import consumers, has_data_reuse, is_fusible_consumer
 from ..target import Target
 from .annotate import UNROLL_STEPS, Annotation, sample_factors
-from .sketch import Sketch, StagePlan, consumers, has_data_reuse, is_fusible_consumer
+from .sketch import Sketch, StagePlan
 
 THREADS = "threads"  # the tiles key of a ``cross_thread`` or ``gpu_simple`` stage's thread count
 #: a reduction at least this long (and without data reuse) may be reduced across threads
