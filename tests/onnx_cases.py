@@ -55,11 +55,13 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got.astype(np.float64) - want))) / scale if want.size else 0.0
 
 
-def compare(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], rtol: float = RTOL) -> float:
-    """Import ``proto``, build its network, run it on ``feeds`` and check every output against
-    onnxruntime's (relative error <= ``rtol``); the largest relative error."""
+def compare(
+    proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray], rtol: float = RTOL, target: str = "c"
+) -> float:
+    """Import ``proto``, build its network for ``target``, run it on ``feeds`` and check every
+    output against onnxruntime's (relative error <= ``rtol``); the largest relative error."""
     graph = asc.from_onnx(proto)
-    got = asc.build_network(graph)(*(feeds[name] for name in graph.inputs))
+    got = asc.build_network(graph, target=target)(*(feeds[name] for name in graph.inputs))
     outs = got if isinstance(got, list) else [got]
     want = onnxruntime(proto, feeds)
     assert len(outs) == len(want)

@@ -18,8 +18,8 @@ from ..export.embedded import check_target
 from ..export.mcu import EmbeddedExport, export_embedded
 from ..export.network_mcu import export_network_embedded
 from ..graph import build_network
+from ..graph.inputs import sample_inputs
 from ..graph.ir import Graph
-from ..graph.network import sample_inputs
 from ..ops import Workload, get_workload
 from ..ops.schedules import default_schedule
 from ..records import Record, pick_best

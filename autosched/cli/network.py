@@ -19,10 +19,11 @@ import math
 import sys
 from typing import Any
 
+from ..backends import backend_for
 from ..diagnostics import format_ms, printable
 from ..export.network import export_network, write_network
 from ..graph import build_network, extract_tasks, from_onnx, tune_network
-from ..graph.network import sample_inputs
+from ..graph.inputs import sample_inputs
 from ..graph.side_by_side import interleaved, max_relative_error, ort_feeds, ort_session
 from ..graph.tuning import log_name
 from ..records import Record
@@ -108,12 +109,14 @@ def cmd_tune_network(args: argparse.Namespace) -> int:
 
 
 def run_target(args: argparse.Namespace) -> Target:
-    """The target of ``autosched run``: ``--target``, its thread count replaced by ``--threads``."""
+    """The target of ``autosched run``: ``--target``, a CPU target's thread count replaced by
+    ``--threads`` (on a GPU target ``--threads`` is onnxruntime's alone)."""
     target = Target.parse(args.target)
     if args.threads is not None:
         if args.threads < 1:
             raise ValueError(f"--threads must be at least 1, got {args.threads}")
-        target = dataclasses.replace(target, num_threads=args.threads)
+        if target.is_cpu:
+            target = dataclasses.replace(target, num_threads=args.threads)
     return target
 
 
@@ -126,12 +129,12 @@ def cmd_run_network(args: argparse.Namespace) -> int:
     if args.args:
         raise ValueError(f"run {args.workload}: a model takes no workload arguments, got {args.args}")
     target = run_target(args)
-    if not target.is_native:
+    if not (target.is_native or backend_for(target).gpu):
         raise ValueError(f"run {args.workload} runs the network here: --target must be this machine's C "
-                         f"target (e.g. 'c'), got {target}")
+                         f"target (e.g. 'c') or a GPU target ('cuda', 'opencl'), got {target}")
     against = args.against or ("onnxruntime" if importlib.util.find_spec("onnxruntime") else "none")
     rtol = 1e-4 if args.rtol is None else args.rtol
-    threads = target.num_threads or 1
+    threads = target.num_threads or args.threads or 1  # onnxruntime's, matched to a CPU target's
     graph = from_onnx(args.workload)
     net = build_network(graph, args.log, target=str(target))
     inputs = sample_inputs(graph)
@@ -140,6 +143,7 @@ def cmd_run_network(args: argparse.Namespace) -> int:
         "model": args.workload, "graph": graph.name, "target": str(target), "threads": threads,
         "tasks": len(net.built), "tuned": sum(b.tuned for b in net.built), "log": args.log,
         "against": against, "rtol": rtol, "rounds": args.rounds, "ok": True, "error": None,
+        "device": target.kind if backend_for(target).gpu else None,
     }
     if args.against is None and against == "none":
         summary["note"] = "onnxruntime is not installed: pip install onnxruntime"
@@ -194,6 +198,10 @@ def _print_run(s: dict[str, Any]) -> None:
             print(f"  {name:12} {s[f'{name}_ms']:>10.3f} {ratio:>7}")
     spin = "; onnxruntime: inter-op 1, spinning off" if base else ""
     threads = f"{s['threads']} thread{'s' if s['threads'] > 1 else ''}"
+    if s["device"]:  # the network on a GPU, onnxruntime on this machine's CPU
+        where = f"autosched on the {s['device']} device, onnxruntime on {threads} of the CPU" if base else ""
+        print(f"  (medians of {s['rounds']} interleaved rounds{'; ' + where if where else ''}{spin})")
+        return
     print(f"  (medians of {s['rounds']} interleaved rounds, {threads} each{spin})")
 
 

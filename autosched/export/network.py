@@ -30,9 +30,10 @@ import numpy as np
 from ..database.apply import find_best
 from ..dtypes import dtype as dtype_info
 from ..graph.fusion import Group, fuse
+from ..graph.inputs import input_dtype
 from ..graph.ir import Graph, GraphError
 from ..graph.layout import for_target
-from ..graph.network import input_dtype, network_tasks
+from ..graph.network import network_tasks
 from ..graph.plan import Plan, kernel_source, plan_memory
 from ..lower.ir import PrimFunc
 from ..ops import Workload
@@ -245,6 +246,9 @@ def export_network(
     if graph.dtype != "float32":
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = Target.parse(target)
+    if not tgt.is_cpu:
+        raise GraphError(f"a network exports as C for a CPU target, not for {tgt.kind}: on a GPU, run it "
+                         f"with asc.build_network(graph, log, target={tgt.kind!r})")
     graph = for_target(graph, tgt)  # the weights as the kernels read them (packed once, here)
     steps = fuse(graph)
     kernels, files, tuned = _kernels(graph, log, tgt, portable)

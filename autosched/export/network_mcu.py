@@ -23,9 +23,9 @@ import numpy as np
 
 from ..backends.c.microcontroller import check_float_support
 from ..graph.fusion import fuse
+from ..graph.inputs import input_dtype
 from ..graph.ir import Graph, GraphError
 from ..graph.layout import for_target
-from ..graph.network import input_dtype
 from ..graph.plan import Plan, plan_memory
 from ..lower.ir import PrimFunc
 from ..ops.schedules import default_schedule

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..graph.inputs import input_dtype
 from ..graph.ir import Graph
-from ..graph.network import input_dtype
 from ..graph.plan import Plan
 from ..target import Target
 from .makefile import make_settings

@@ -11,12 +11,14 @@ pixels (:func:`.conv_flat.runs_flat`: 1x1 of stride 1, or few values per output)
 transposed one of fewer than :data:`.conv_flat.FLAT_REDUCTION` values per output keep theirs. A
 block is one vector of float32 where the target's vectors hold 8 or more (16 with AVX-512), else
 :data:`CONV_BLOCK` channels; a convolution whose channels that does not divide gets blocks of
-:data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the graph as it is.
+:data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the weights as they are, and compute
+2-D convolutions directly, one output pixel from its window (:func:`direct_convs`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -93,11 +95,29 @@ def pack_conv_weights(graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,)) -> 
     return with_packed_weights(graph, plan)
 
 
+def direct_convs(graph: Graph) -> Graph:
+    """A copy of ``graph`` whose 2-D convolutions are N-d ``conv`` nodes of two spatial axes: each
+    output pixel computed directly from its window (``fused_conv``), as a GPU thread does, rather
+    than over flat pixels (``fused_conv2d``, a CPU's vector layout, which needs a second pass to
+    drop the padding columns)."""
+
+    def direct(node: Node) -> Node:
+        if node.op != "conv2d":
+            return node
+        stride, pad = node.attr("stride"), node.attr("pad")
+        attrs = {"strides": (stride, stride), "pads": (pad,) * 4, "dilations": (1, 1),
+                 "groups": node.attr("groups")}
+        return replace(node, op="conv", attrs=tuple(sorted(attrs.items())))
+
+    return replace(graph, nodes=[direct(n) for n in graph.nodes])
+
+
 def for_target(graph: Graph, target: Target | str = "c") -> Graph:
     """``graph`` as it is compiled for ``target``: reshapes moved below the elementwise chains
     after them (:func:`.sink_reshape.sink_reshapes`), then on C targets :func:`pack_conv_weights`
-    by :func:`conv_blocks` and the dense weights packed (:func:`.dense_packed.pack_dense_weights`)."""
+    by :func:`conv_blocks` and the dense weights packed (:func:`.dense_packed.pack_dense_weights`),
+    on GPU targets the 2-D convolutions computed directly (:func:`direct_convs`)."""
     graph = sink_reshapes(graph)
     if not packs_weights(target):
-        return graph
+        return direct_convs(graph)
     return pack_dense_weights(pack_conv_weights(graph, conv_blocks(target)), target)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..backends import backend_for
 from ..database.apply import NotTunedWarning, find_best
 from ..diagnostics import warn
 from ..expr import static_shape
@@ -37,43 +38,18 @@ from ..ops.schedules import default_schedule
 from ..records import load_records
 from ..runner.aligned import aligned_array, aligned_empty
 from ..runner.compile import CompileError, compile_shared
+from ..runner.gpu_program import GpuCallable
 from ..runner.kernel import Kernel
 from ..runner.load import load_kernel
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import Task
 from .fusion import Group, fuse
+from .inputs import checked_inputs, index_rows, input_dtype
 from .ir import Graph, GraphError
 from .layout import for_target
+from .network_device import DeviceNetwork
 from .plan import plan_memory
-
-#: how the kernels read an integer input (gather indices)
-INDEX_DTYPE = "int64"
-
-
-def input_dtype(graph: Graph, value: str) -> str:
-    """The type the kernels read input ``value`` in: the graph's, or int64 for indices."""
-    return INDEX_DTYPE if value in graph.dtypes else graph.dtype
-
-
-def index_rows(graph: Graph) -> dict[str, int]:
-    """For each integer input, the fewest rows a ``gather`` reading it indexes (its values must lie
-    in [-rows, rows))."""
-    rows: dict[str, int] = {}
-    for node in graph.nodes:
-        if node.op == "gather":
-            n = graph.shapes[node.inputs[0]][node.attr("axis")]
-            rows[node.inputs[1]] = min(rows.get(node.inputs[1], n), n)
-    return rows
-
-
-def sample_inputs(graph: Graph, seed: int = 0) -> list[np.ndarray]:
-    """Random inputs of ``graph``: standard normal floats (float32), integer inputs (int64)
-    uniform over the rows they index."""
-    rng = np.random.default_rng(seed)
-    rows = index_rows(graph)
-    return [rng.integers(0, rows.get(v, 1), graph.shapes[v]) if v in graph.dtypes
-            else rng.standard_normal(graph.shapes[v]).astype(np.float32) for v in graph.inputs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +70,29 @@ def network_tasks(graph: Graph, target: str = "c") -> list[Task]:
     return list(seen.values())
 
 
-def _load(task: Task, steps: Sequence[Step]) -> Kernel:
+def _load(task: Task, steps: Sequence[Step]) -> Kernel | GpuCallable:
+    if backend_for(task.target).gpu:
+        return task.build(steps)  # a GPU program: its buffers are the device network's
     return load_kernel(compile_shared(task.source(steps), task.target), task.func_name, task.arg_specs())
 
 
-def _build(task: Task, log: str | os.PathLike[str] | None) -> tuple[Kernel, bool]:
+def build_tasks(
+    graph: Graph, log: str | os.PathLike[str] | None, target: str
+) -> tuple[dict[Workload, Kernel | GpuCallable], list[BuiltTask]]:
+    """The kernel of every task of ``graph`` (laid out for ``target``) and how each was built:
+    the best record in ``log`` (checked to be this model's), else the default schedule."""
+    tasks = network_tasks(graph, target)
+    if log is not None:
+        _check_log(log, tasks, graph.name)
+    kernels: dict[Workload, Kernel | GpuCallable] = {}
+    built = []
+    for task in tasks:
+        kernels[task.workload], tuned = _build(task, log)
+        built.append(BuiltTask(task, tuned))
+    return kernels, built
+
+
+def _build(task: Task, log: str | os.PathLike[str] | None) -> tuple[Kernel | GpuCallable, bool]:
     """Task's kernel from its best record in ``log`` (True), else its default schedule (False)."""
     record = find_best(task, log=log, db=False).record if log is not None else None
     if record is not None:
@@ -152,15 +146,8 @@ class Network:
         # every array a kernel reads starts at a vector-aligned address (as the workspace does)
         self.graph = replace(runs, constants={k: aligned_array(v) for k, v in runs.constants.items()})
         self.groups = fuse(self.graph)
-        self.kernels: dict[Workload, Kernel] = {}
-        self.built: list[BuiltTask] = []
-        tasks = network_tasks(self.graph, target)
-        if log is not None:
-            _check_log(log, tasks, graph.name)
-        for task in tasks:
-            kernel, tuned = _build(task, log)
-            self.kernels[task.workload] = kernel
-            self.built.append(BuiltTask(task, tuned))
+        kernels, self.built = build_tasks(self.graph, log, target)
+        self.kernels: dict[Workload, Kernel] = {wl: k for wl, k in kernels.items() if isinstance(k, Kernel)}
         self._plan = plan_memory(self.graph, self.groups, [])
         self._rows = index_rows(self.graph)
         self._local = threading.local()  # each thread's workspace
@@ -223,40 +210,12 @@ class Network:
         tuned = sum(b.tuned for b in self.built)
         return f"<Network {self.graph.name!r}: {len(self.built)} tasks, {tuned} tuned>"
 
-    def _check(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        names = self.graph.inputs
-        if len(arrays) != len(names):
-            raise TypeError(
-                f"network {self.graph.name!r} takes {len(names)} inputs {names}, got {len(arrays)}"
-            )
-        checked = []
-        for name, a in zip(names, arrays, strict=True):
-            if name in self.graph.dtypes:
-                arr = self._indices(name, a)
-            else:
-                arr = np.ascontiguousarray(a, dtype=self.graph.dtype)
-            if arr.shape != self.graph.shapes[name]:
-                raise ValueError(f"input {name!r} must have shape {self.graph.shapes[name]}, got {arr.shape}")
-            checked.append(arr)
-        return checked
-
-    def _indices(self, name: str, a: np.ndarray) -> np.ndarray:
-        """Integer input ``name`` as the kernels read it (int64), its values checked."""
-        arr = np.asarray(a)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"input {name!r} takes integers (token ids), got an array of {arr.dtype}")
-        rows = self._rows.get(name)
-        if rows is not None and arr.size and (int(arr.min()) < -rows or int(arr.max()) >= rows):
-            bad = int(arr.min()) if int(arr.min()) < -rows else int(arr.max())
-            raise ValueError(f"input {name!r}: index {bad} is outside [-{rows}, {rows}) (the rows it reads)")
-        return np.ascontiguousarray(arr, dtype=INDEX_DTYPE)
-
     def steps(self, *inputs: np.ndarray) -> Iterator[BoundGroup]:
         """Run the network on ``inputs`` one group at a time, yielding each group's step after it
         ran: its arrays hold what the group got and wrote, until the next step overwrites them (for
         benchmarks that time or inspect layers)."""
         bound = self._bound()
-        for buf, arr in zip(bound.inputs, self._check(inputs), strict=True):
+        for buf, arr in zip(bound.inputs, checked_inputs(self.graph, inputs, self._rows), strict=True):
             np.copyto(buf, arr)
         for step in bound.steps:
             if step.run is not None:
@@ -275,6 +234,14 @@ class Network:
         return outs[0] if len(outs) == 1 else outs
 
 
-def build_network(graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c") -> Network:
-    """Build every task of ``graph`` (best record in ``log``, else the default schedule)."""
+def build_network(
+    graph: Graph, log: str | os.PathLike[str] | None = None, target: str = "c"
+) -> Network | DeviceNetwork:
+    """Build every task of ``graph`` (best record in ``log``, else the default schedule): a
+    :class:`Network` on a CPU, a :class:`~.network_device.DeviceNetwork` on a GPU target."""
+    if backend_for(target).gpu:
+        runs = for_target(graph, target)
+        kernels, built = build_tasks(runs, log, target)
+        programs = {wl: k for wl, k in kernels.items() if isinstance(k, GpuCallable)}
+        return DeviceNetwork(runs, target, programs, built)
     return Network(graph, log, target)

@@ -22,8 +22,10 @@ import numpy as np
 from ..ops import Workload
 from ..search.scheduler import TaskScheduler
 from ..task import Task
+from .inputs import sample_inputs
 from .ir import Graph
-from .network import Network, build_network, sample_inputs
+from .network import Network, build_network
+from .network_device import DeviceNetwork
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,7 @@ class NetworkProfile:
 
 
 def profile_network(
-    net: Network, inputs: Sequence[np.ndarray], calls: int = 10, min_seconds: float = 0.2,
+    net: Network | DeviceNetwork, inputs: Sequence[np.ndarray], calls: int = 10, min_seconds: float = 0.2,
     max_calls: int = 1000,
 ) -> NetworkProfile:
     """Time ``calls`` calls of ``net`` on ``inputs`` (more, up to ``max_calls``, until they last

@@ -208,7 +208,8 @@ def tune_network(
     is calibrated by what that shows (kernels slower in the network than alone, time outside the
     kernels), so its choices and the reported latency follow the network's. Each measurement is a
     :class:`~.profile.Checkpoint` of the result (printed with ``progress``); on a cross-compiled
-    target or a cluster the network cannot run here and there are none. Every task first gets one
+    target or a cluster the network cannot run here and there are none (a GPU target's network runs
+    on this machine's device). Every task first gets one
     round, two while they take at most half the budget, so that its search is guided by the model
     before the scheduler weighs it against the others."""
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
@@ -229,7 +230,8 @@ def tune_network(
     size = round_trials or max(4, min(64, trials // (4 * len(tasks))))
     warmup = max(size, min(2 * size, trials // (2 * len(tasks))))
     sched = TaskScheduler(states, scheduler, size, seed=seed, warmup=warmup)
-    here = cluster is None and Target.parse(target).is_native
+    tgt = Target.parse(target)
+    here = cluster is None and (tgt.is_native or backend_for(tgt).gpu)  # a GPU kind: this machine's device
     check = NetworkCheck(graph, path, target, tasks, sched, trials, checkpoints if here else 0)
     progress = show_progress(progress)
     resumed = sum(st.trials for st in states)

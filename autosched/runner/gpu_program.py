@@ -9,6 +9,7 @@ calls it; a failure of the device API while running is a :class:`DeviceError`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -89,6 +90,36 @@ class DeviceError(RuntimeError):
     """The device API failed while a program ran (a launch failure, a fault): the program's fault."""
 
 
+class DeviceMemory:
+    """Buffers on the device a GPU program runs on, and copies to, from and between them: what a
+    network keeps on the device from one kernel to the next. Each GPU kind's driver implements it;
+    a buffer is whatever that driver's launches take. Work runs inside :meth:`session`."""
+
+    def session(self) -> contextlib.AbstractContextManager[object]:
+        """A block in which the calls below may run (CUDA: its context made current)."""
+        return contextlib.nullcontext()
+
+    def alloc(self, nbytes: int) -> Any:
+        """A buffer of ``nbytes`` bytes (at least one) on the device."""
+        raise NotImplementedError
+
+    def upload(self, buf: Any, array: np.ndarray) -> None:
+        """Copy the contiguous ``array`` into ``buf``."""
+        raise NotImplementedError
+
+    def download(self, array: np.ndarray, buf: Any) -> None:
+        """Copy ``buf`` into the contiguous ``array`` once the work queued before has run."""
+        raise NotImplementedError
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int) -> None:
+        """Queue a copy of ``nbytes`` bytes between two buffers (offsets in bytes)."""
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        """Wait until the work queued so far has run."""
+        raise NotImplementedError
+
+
 class GpuCallable(CheckedArgs):
     """A built GPU program as a callable over numpy arrays; subclasses move data and launch."""
 
@@ -106,6 +137,15 @@ class GpuCallable(CheckedArgs):
     def run(self, arrays: Sequence[np.ndarray], number: int) -> float:
         """Copy ``arrays`` in, launch the program ``number`` times, copy the outputs back; device
         seconds of the launches (from device events)."""
+        raise NotImplementedError
+
+    def memory(self) -> DeviceMemory:
+        """The device this program runs on, for buffers that stay there between launches."""
+        raise NotImplementedError
+
+    def launch(self, buffers: Sequence[Any]) -> None:
+        """Queue the program's launches on device ``buffers`` (of :meth:`memory`, the arguments in
+        order; the program's global temporaries are its own, made on its first launch)."""
         raise NotImplementedError
 
     def temp_arrays(self) -> list[np.ndarray]:

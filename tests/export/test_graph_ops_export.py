@@ -12,7 +12,7 @@ import pytest
 
 import autosched as asc
 from autosched.export.network import export_network, write_network
-from autosched.graph.network import sample_inputs
+from autosched.graph.inputs import sample_inputs
 
 
 def _make_run(out: Path, *extra: str) -> str:

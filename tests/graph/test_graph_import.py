@@ -42,7 +42,7 @@ RESNET18_CONVS = {
 @pytest.mark.parametrize(
     ("target", "conv", "last_arg"),
     [("c -vector-bytes=32", "fused_conv2d_packed", 8), ("c -vector-bytes=64", "fused_conv2d_packed", 16),
-     ("opencl", "fused_conv2d", 1)],
+     ("opencl", "fused_conv", 1)],
 )
 def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
     target: str, conv: str, last_arg: int
@@ -50,10 +50,17 @@ def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
     tasks = extract_tasks(asc.from_onnx(gm.resnet18()), target)
     convs = {}
     for t in tasks:
-        if t.workload.name == conv:  # on a CPU every kernel is packed by a vector of output channels
-            # (8 with 32-byte vectors, 16 with 64-byte ones), else groups 1
-            n, c, h, w, k, r, s, stride, pad, block_or_groups, epi, _ = t.workload.args
-            assert (n, h, r, block_or_groups) == (1, w, s, last_arg)
+        if t.workload.name == "fused_conv":  # a GPU's: computed directly, groups 1
+            data, weight, strides, pads, dilations, groups, epi, _ = t.workload.args
+            (n, c, h, w), (k, _, r, s) = (tuple(map(int, x.split("x"))) for x in (data, weight))
+            stride, pad = int(strides.split(",")[0]), int(pads.split(",")[0])
+            assert (n, h, r, groups, strides, pads, dilations) == (1, w, s, 1, f"{stride},{stride}",
+                                                                  ",".join([str(pad)] * 4), "1,1")
+            convs[(c, h, k, r, stride, pad, epi)] = t.weight
+        elif t.workload.name == conv:  # on a CPU every kernel is packed by a vector of output channels
+            # (8 with 32-byte vectors, 16 with 64-byte ones)
+            n, c, h, w, k, r, s, stride, pad, block, epi, _ = t.workload.args
+            assert (n, h, r, block) == (1, w, s, last_arg)
             convs[(c, h, k, r, stride, pad, epi)] = t.weight
     assert convs == RESNET18_CONVS
     assert sum(convs.values()) == 20  # ResNet-18's 20 convolutions (17 + 3 projections)
@@ -229,9 +236,9 @@ def test_tasks_command_lists_workloads_flops_weights_and_shares(
     first = "fused_conv2d_packed(1,8,8,8,8,3,3,1,1,8,'bias,relu','float32')"  # a CPU's packed weights
     assert out[2].split() == ["0", "0.075", "1", "49.8%", first]
     assert out[3].split()[-1] == "fused_conv2d_packed(1,8,8,8,8,3,3,1,1,8,'bias,add,relu','float32')"
-    assert main(["tasks", str(path), "--target", "opencl"]) == 0  # a GPU's kernels read them as they are
-    listed = capsys.readouterr().out.splitlines()[2].split()[-1]
-    assert listed == "fused_conv2d(1,8,8,8,8,3,3,1,1,1,'bias,relu','float32')"
+    assert main(["tasks", str(path), "--target", "opencl"]) == 0  # a GPU's kernels read them as they are,
+    listed = capsys.readouterr().out.splitlines()[2].split()[-1]  # each pixel from its window
+    assert listed == "fused_conv('1x8x8x8','8x8x3x3','1,1','1,1,1,1','1,1',1,'bias,relu','float32')"
     (tmp_path / "junk.onnx").write_bytes(b"\x00\x01junk")
     assert main(["tasks", str(tmp_path / "junk.onnx")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -208,7 +208,11 @@ def test_a_cpu_network_packs_its_conv_weights_once_and_a_gpu_one_does_not() -> N
     before = {k: v.copy() for k, v in graph.constants.items()}
     packed = pack_conv_weights(graph)
     assert pack_conv_weights(packed) is packed  # idempotent
-    assert for_target(graph, "opencl") is graph and for_target(graph, "c") is not graph
+    on_gpu = for_target(graph, "opencl")  # the weights as they are, each pixel from its window
+    assert on_gpu.constants.keys() == graph.constants.keys()
+    assert all(on_gpu.constants[k] is v for k, v in graph.constants.items())
+    assert for_target(graph, "c") is not graph
+    assert [n.op for n in on_gpu.nodes if n.op.startswith("conv")] == ["conv", "conv"]
     assert all(np.array_equal(graph.constants[k], v) for k, v in before.items())  # left as it was
     convs = [n for n in packed.nodes if n.op == "conv2d"]
     assert len(convs) == 2 and all(n.attr("kernel_block") == 8 for n in convs)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...runner.cache_trust import private_folder
 from ...runner.compile import CompileError, default_cache_dir
-from ...runner.gpu_program import GpuCallable, GpuProgram
+from ...runner.gpu_program import DeviceMemory, GpuCallable, GpuProgram
 from ...runner.kernel import ArgSpec
 
 
@@ -169,6 +169,37 @@ def device_arch() -> str:
     return f"sm_{major}{minor}"
 
 
+class CudaMemory(DeviceMemory):
+    """Buffers on CUDA device 0 in this process's context (made current by :meth:`session`)."""
+
+    def session(self) -> contextlib.AbstractContextManager[object]:
+        """:func:`cuda_context`."""
+        return cuda_context()
+
+    def alloc(self, nbytes: int) -> Any:
+        """pycuda's ``DeviceAllocation`` of ``nbytes`` bytes."""
+        return cuda_driver().mem_alloc(max(1, nbytes))
+
+    def upload(self, buf: Any, array: np.ndarray) -> None:
+        """Copy ``array`` in (synchronous)."""
+        if array.nbytes:
+            cuda_driver().memcpy_htod(buf, array)
+
+    def download(self, array: np.ndarray, buf: Any) -> None:
+        """Copy ``buf`` out after the launches before it (synchronous)."""
+        if array.nbytes:
+            cuda_driver().memcpy_dtoh(array, buf)
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int) -> None:
+        """A device-to-device copy on the default stream, behind the launches before it."""
+        if nbytes:
+            cuda_driver().memcpy_dtod(int(dst) + dst_offset, int(src) + src_offset, nbytes)
+
+    def finish(self) -> None:
+        """Synchronize the current context."""
+        cuda_driver().Context.synchronize()
+
+
 class CudaKernel(GpuCallable):
     """A :class:`GpuProgram` compiled by NVRTC (to a CUBIN for ``arch``, by default the device's)
     and launched by pycuda on device 0. A failed launch is a
@@ -180,6 +211,20 @@ class CudaKernel(GpuCallable):
         arch = arch or device_arch()
         self._image = nvrtc_compile(program.source, arch, cubin=arch.startswith("sm_"))
         self._loaded: tuple[Any, list[Any]] | None = None  # (context, kernel functions)
+        self._temps: list[Any] | None = None  # the temporaries of launch(), made on its first call
+
+    def memory(self) -> CudaMemory:
+        """Device 0, in this process's context."""
+        return CudaMemory()
+
+    def launch(self, buffers: Sequence[Any]) -> None:
+        """Queue the launches on ``buffers`` on the default stream, inside a :meth:`memory`
+        session (see :meth:`GpuCallable.launch`)."""
+        funcs = self._functions(_context())
+        if self._temps is None:
+            self._temps = [CudaMemory().alloc(a.nbytes) for a in self.temp_arrays()]
+        for f, launch in zip(funcs, self.program.launches, strict=True):
+            f(*buffers, *self._temps, grid=launch.grid, block=launch.block)
 
     def _functions(self, ctx: Any) -> list[Any]:
         """The program's kernels in ``ctx`` (loaded when the context is new)."""

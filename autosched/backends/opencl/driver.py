@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...runner.compile import CompileError
-from ...runner.gpu_program import GpuCallable, GpuProgram
+from ...runner.gpu_program import DeviceMemory, GpuCallable, GpuProgram
 from ...runner.kernel import ArgSpec
 from .device import DeviceNotFound, opencl_device
 
@@ -47,6 +47,37 @@ def opencl_queue(device_type: str = "", platform: str = "") -> tuple[Any, Any]:
     return ctx, cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
 
 
+class OpenCLMemory(DeviceMemory):
+    """Buffers in one OpenCL context, copied through its in-order queue."""
+
+    def __init__(self, ctx: Any, queue: Any) -> None:
+        self._cl, self._ctx, self._queue = _cl(), ctx, queue
+
+    def alloc(self, nbytes: int) -> Any:
+        """A read-write buffer of ``nbytes`` bytes."""
+        return self._cl.Buffer(self._ctx, self._cl.mem_flags.READ_WRITE, size=max(1, nbytes))
+
+    def upload(self, buf: Any, array: np.ndarray) -> None:
+        """Copy ``array`` in (queued behind earlier work, done when this returns)."""
+        if array.nbytes:
+            self._cl.enqueue_copy(self._queue, buf, array)
+
+    def download(self, array: np.ndarray, buf: Any) -> None:
+        """Copy ``buf`` out after the queued work."""
+        if array.nbytes:
+            self._cl.enqueue_copy(self._queue, array, buf)
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int) -> None:
+        """Queue a device-to-device copy."""
+        if nbytes:
+            self._cl.enqueue_copy(self._queue, dst, src, byte_count=nbytes, src_offset=src_offset,
+                                  dst_offset=dst_offset)
+
+    def finish(self) -> None:
+        """``clFinish`` on the queue."""
+        self._queue.finish()
+
+
 class OpenCLKernel(GpuCallable):
     """A :class:`GpuProgram` built by the OpenCL driver; a rejected source raises
     :class:`~autosched.runner.CompileError` with the build log."""
@@ -61,6 +92,20 @@ class OpenCLKernel(GpuCallable):
         except cl.RuntimeError as e:
             raise CompileError(["opencl", "build"], str(e)) from None
         self._kernels = [cl.Kernel(built, launch.name) for launch in program.launches]
+        self._temps: list[Any] | None = None  # the temporaries of launch(), made on its first call
+
+    def memory(self) -> OpenCLMemory:
+        """The context and queue this program was built for."""
+        return OpenCLMemory(self._ctx, self._queue)
+
+    def launch(self, buffers: Sequence[Any]) -> None:
+        """Queue the launches on ``buffers`` (see :meth:`GpuCallable.launch`)."""
+        if self._temps is None:
+            memory = self.memory()
+            self._temps = [memory.alloc(a.nbytes) for a in self.temp_arrays()]
+        for k, launch in zip(self._kernels, self.program.launches, strict=True):
+            k.set_args(*buffers, *self._temps)
+            self._cl.enqueue_nd_range_kernel(self._queue, k, launch.global_size, launch.block)
 
     def run(self, arrays: Sequence[np.ndarray], number: int) -> float:
         """Copy in, launch ``number`` times, copy the outputs back; seconds between the first
