@@ -44,6 +44,9 @@ BOARDS: dict[str, Board] = {
     "cortex-m3": Board("mps2-an385", *_MPS2),
     "cortex-m4": Board("mps2-an386", *_MPS2),
     "cortex-m7": Board("mps2-an500", *_MPS2),
+    # TrustZone: the core starts secure, so code and data go to the secure aliases of SSRAM1 and
+    # of SSRAM2/3 (the memory protection controllers let secure accesses through)
+    "cortex-m33": Board("mps2-an505", (0x10000000, 4 << 20), (0x38000000, 4 << 20)),
     "cortex-m55": Board("mps3-an547", (0x00000000, 512 << 10), (0x20000000, 512 << 10)),  # ITCM, DTCM
 }
 

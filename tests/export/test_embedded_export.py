@@ -119,7 +119,11 @@ def test_programs_generated_for_a_linux_cpu_run_retargeted(name: str, args: tupl
     ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m7", "fused_conv2d", (1, 6, 9, 9, 8, 3, 3, 1, 1, 1, "bias,relu")),
     ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m7", "softmax", (1, 13, "float64")),  # a double-precision FPU
     ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m3", "matmul", (4, 3, 11, "int32")),  # no FPU: integers
-], ids=["m7-conv", "m7-float64", "m3-int32"])
+    # Armv8-M with TrustZone: runs in the secure state, from the secure aliases of the board's RAM
+    ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m33 -mfloat-abi=hard", "fused_conv2d",
+     (1, 6, 9, 9, 8, 3, 3, 1, 1, 1, "bias,relu")),
+    ("c -cc=arm-none-eabi-gcc -mcpu=cortex-m33 -mfloat-abi=hard", "softmax", (5, 7)),
+], ids=["m7-conv", "m7-float64", "m3-int32", "m33-conv", "m33-softmax"])
 def test_other_cores_on_their_boards(target: str, name: str, args: tuple, tmp_path: Path) -> None:
     task, steps = _default(name, args, target)
     export_embedded(task, steps, tmp_path)

@@ -22,6 +22,7 @@ from autosched.export.network_mcu import export_network_embedded  # noqa: E402
 
 M4 = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m4 -mfloat-abi=hard"
 M55 = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m55 -mfloat-abi=hard"
+M33 = "c -cc=arm-none-eabi-gcc -mcpu=cortex-m33 -mfloat-abi=hard"
 
 
 def _sample(model: onnx.ModelProto, shape: tuple[int, ...], seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -30,7 +31,7 @@ def _sample(model: onnx.ModelProto, shape: tuple[int, ...], seed: int) -> tuple[
 
 
 @pytest.mark.requires("arm-none-eabi-gcc", "qemu-system-arm", "make")
-@pytest.mark.parametrize("target", [M4, M55], ids=["cortex-m4", "cortex-m55"])
+@pytest.mark.parametrize("target", [M4, M55, M33], ids=["cortex-m4", "cortex-m55", "cortex-m33"])
 @pytest.mark.parametrize(("model", "shape"), [(gm.conv_bn_relu_pool_dense(), (1, 3, 16, 16)),
                                               (gm.residual_block(), (1, 8, 8, 8))], ids=["cbrpd", "residual"])
 def test_network_matches_onnxruntime_on_the_board(
