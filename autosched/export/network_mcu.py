@@ -10,7 +10,9 @@ and stack together exceed it; it writes the emulated-board check (:mod:`~autosch
 place of main.c: the sample inputs and the reference outputs as const arrays.
 
 Each task's program is the fastest program of its workload in the log on any target that prints
-for the core (re-targeted like a kernel's), else its default schedule for the core.
+for the core (re-targeted like a kernel's), else its default schedule for the core. The weights are
+laid out as on the machine that tuned the log (:func:`tuned_layout`): a convolution packed by 16
+channels on an AVX-512 host is packed by 16 for the core too, so that its tuned program applies.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..ops.schedules import default_schedule
 from ..records import Record, load_records, pick_best
 from ..records.check import replay_error
 from ..schedule.steps import Step
-from ..target import Target
+from ..target import Target, TargetError
 from ..task import Task
 from .board import BOARDS, Sizes, board_files, measure
 from .board_check import network_check_c
@@ -68,10 +70,31 @@ class EmbeddedNetwork:
                 f"{self.sizes.ram} B, stack {self.stack.text() if self.stack else '-'}, {work}")
 
 
-def _chooser(log: str | os.PathLike[str] | None, target: Target) -> ProgramChooser:
-    """Each task's program: the log's fastest on any target that prints for the core, else its
-    default schedule."""
-    records: list[Record] = list(load_records(log)) if log is not None else []
+def tuned_layout(graph: Graph, target: Target, records: list[Record]) -> Graph:
+    """``graph`` laid out for ``target`` (:func:`~autosched.graph.layout.for_target`), or as for
+    the C target of ``records`` whose layout gives the most tasks with a record: packed weights
+    (their blocks) follow the vector width of the machine a program was tuned on, and a program
+    only applies to its workload as it was tuned."""
+    tuned = {r.workload_key for r in records}
+
+    def matches(laid_out: Graph) -> int:
+        return len({g.workload.key for g in fuse(laid_out) if g.workload is not None} & tuned)
+
+    best = for_target(graph, target)
+    most = matches(best) if tuned else 0
+    for text in sorted({r.target for r in records}):
+        try:
+            other = Target.parse(text)
+        except TargetError:
+            continue  # checked where the record is used; here it only cannot lend a layout
+        if other.is_cpu and (found := matches(candidate := for_target(graph, other))) > most:
+            best, most = candidate, found
+    return best
+
+
+def _chooser(records: list[Record], target: Target) -> ProgramChooser:
+    """Each task's program: the fastest of ``records`` on any target that prints for the core,
+    else its default schedule."""
 
     def choose(task: Task) -> tuple[tuple[Step, ...], bool]:
         key = task.workload_key
@@ -104,14 +127,15 @@ def export_network_embedded(graph: Graph, target: str, out_dir: str | os.PathLik
         raise GraphError(f"graph {graph.name!r} computes in {graph.dtype}: C exports are float32 only")
     tgt = check_target(Target.parse(target))
     check_float_support(tgt, ["float32"])
-    graph = for_target(graph, tgt)
+    records: list[Record] = list(load_records(log)) if log is not None else []
+    graph = tuned_layout(graph, tgt, records)
     steps = fuse(graph)
 
     def emit(func: PrimFunc) -> tuple[str, int]:
         kernel = embedded_source(func, tgt)
         return kernel.source, kernel.workspace
 
-    kernels, files, tuned = network_kernels(graph, tgt, _chooser(log, tgt), emit)
+    kernels, files, tuned = network_kernels(graph, tgt, _chooser(records, tgt), emit)
     plan = plan_memory(graph, steps, [kernels[g.workload][1] if g.workload is not None else 0 for g in steps])
     if tgt.ram is not None and plan.peak > tgt.ram:
         raise EmbeddedError(f"{graph.name} needs a workspace of {plan.peak} bytes at its peak, more than the "

@@ -115,3 +115,26 @@ def test_programs_tuned_here_serve_the_network_on_the_board(tmp_path: Path) -> N
     make = ["make", "-s", "-C", str(tmp_path / "lib"), "run"]
     run = subprocess.run(make, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+
+
+@pytest.mark.requires("gcc", "arm-none-eabi-gcc", "qemu-system-arm", "make")
+def test_a_log_tuned_with_wider_vectors_lends_the_core_its_weight_layout(tmp_path: Path) -> None:
+    """Tuned for 64-byte vectors (AVX-512), the 16-channel convolutions are packed by 16; exported for
+    the M4 (whose own packing is by 8) they are packed by 16 too, so every task takes its tuned
+    program, re-targeted, and the network still matches onnxruntime on the board."""
+    model = gm.residual_block(channels=16, size=6)
+    graph = asc.from_onnx(model)
+    log = tmp_path / "wide.jsonl"
+    asc.tune_network(graph, trials=4, log=log, target="c -vector-bytes=64", round_trials=2, remeasure=0,
+                     checkpoints=0)
+    x, refs = _sample(model, (1, 16, 6, 6), seed=2)
+    export = export_network_embedded(graph, M4, tmp_path / "out", [x], refs, log=log)
+    assert export.tasks == 2 and export.tuned == 2
+    kernels = "".join(p.read_text().splitlines()[0] for p in sorted((tmp_path / "out").glob("kernel*.c")))
+    assert kernels.count("fused_conv2d_packed(1,16,6,6,16,3,3,1,1,16,") == 2, kernels
+    make = ["make", "-s", "-C", str(tmp_path / "out"), "run"]
+    run = subprocess.run(make, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.endswith("check: OK\n"), run.stdout + run.stderr
+    alone = export_network_embedded(graph, M4, tmp_path / "untuned", [x], refs)  # no log: the core's own
+    first = (tmp_path / "untuned" / "kernel0.c").read_text().splitlines()[0]
+    assert alone.tuned == 0 and "fused_conv2d_packed(1,16,6,6,16,3,3,1,1,8," in first, first
