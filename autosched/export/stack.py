@@ -1,5 +1,8 @@
 """The stack a bare-metal program needs: the deepest path through gcc's call graph, each function's
 frame as gcc measured it (``-fcallgraph-info=su`` writes one ``.ci`` file per object, in VCG text).
+clang writes no call graph: its frames come from ``-fstack-usage`` (a ``.su`` file per object) and
+its calls from the objects' call and tail-call relocations (``objdump -dr``); a static function
+defined in two objects under one name counts with the larger frame.
 
 A function defined in none of the files read (newlib's ``expf``, ``memset``) has no measured frame:
 the figure leaves it out and says so. A frame of dynamic size (a variable-length array) or a
@@ -9,6 +12,7 @@ recursive call makes the depth unbounded, which the figure says too.
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +85,35 @@ def deepest_path(frames: dict[str, tuple[int, bool]], calls: dict[str, set[str]]
 
     best = max((walk(fn) for fn in sorted(frames)), default=(0, ()))
     return StackUse(best[0], best[1], tuple(sorted(uncounted)), bounded)
+
+
+_SU = re.compile(r"^[^\t]*:([^:\t]+)\t(\d+)\t([a-z,]+)$", re.MULTILINE)
+_FUNCTION = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
+_CALL = re.compile(r"\sR_ARM_THM_(?:CALL|JUMP24|JUMP19|JUMP11)\s+(\S+)$")
+
+
+def read_objects(
+    objects: Iterable[Path], objdump: str
+) -> tuple[dict[str, tuple[int, bool]], dict[str, set[str]]]:
+    """(frames, calls) as :func:`read_call_graph` gives them, from each object's ``.su`` file
+    (``-fstack-usage``) and its call relocations read by ``objdump``."""
+    frames: dict[str, tuple[int, bool]] = {}
+    calls: dict[str, set[str]] = {}
+    for obj in objects:
+        su = obj.with_suffix(".su")  # clang writes none for an object without functions
+        for name, size, kind in _SU.findall(su.read_text() if su.exists() else ""):
+            known = frames.get(name, (0, True))
+            frames[name] = (max(known[0], int(size)), known[1] and kind != "dynamic")
+        command = [objdump, "-dr", "--no-show-raw-insn", str(obj)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+        current = None
+        for line in done.stdout.splitlines():
+            head = _FUNCTION.match(line)
+            if head is not None:
+                current = head.group(1)
+            elif current is not None and (call := _CALL.search(line)) is not None:
+                calls.setdefault(current, set()).add(call.group(1))
+    return frames, calls
 
 
 def stack_use(files: Iterable[Path]) -> StackUse:

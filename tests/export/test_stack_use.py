@@ -1,6 +1,7 @@
 """The stack figure of an embedded export: the deepest call path through gcc's call graph
-(``-fcallgraph-info=su``), each frame as gcc measured it, across files; what it cannot count
-(functions of the C library, dynamic frames, recursion) named, not hidden."""
+(``-fcallgraph-info=su``), each frame as gcc measured it, across files (clang's from its
+``-fstack-usage`` frames and call relocations); what it cannot count (functions of the C library,
+dynamic frames, recursion) named, not hidden."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autosched.export.stack import StackUse, deepest_path, stack_use
+from autosched.backends.c.microcontroller import newlib_include
+from autosched.export.stack import StackUse, deepest_path, read_objects, stack_use
 
 CFLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-O2", "-fcallgraph-info=su"]
 
@@ -88,3 +90,25 @@ def test_the_path_is_read_from_the_call_graph_alone() -> None:
     calls = {"a": {"b", "c"}, "b": {"memset"}, "c": {"d"}}
     assert deepest_path(frames, calls) == StackUse(55, ("a", "c", "d"), ("memset",), True)
     assert deepest_path({}, {}) == StackUse(0, (), (), True)
+
+
+CLANG = ["clang", "--target=thumbv7em-none-eabi", "-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-O2",
+         "-fstack-usage", "-fno-inline"]
+
+
+@pytest.mark.requires("clang", "arm-none-eabi-gcc")
+def test_clang_frames_and_calls_come_from_its_stack_usage_and_relocations(tmp_path: Path) -> None:
+    """clang writes no call graph: the same three files, built by clang, give the same path from
+    its -fstack-usage frames and the objects' call relocations; a file without functions adds none."""
+    sources = {"leaf.c": LEAF, "middle.c": MIDDLE, "top.c": TOP, "data.c": "const float w[2] = {1, 2};\n"}
+    objects = []
+    for name, text in sources.items():
+        (tmp_path / name).write_text(text)
+        command = [*CLANG, "-isystem", newlib_include(), "-c", name, "-o", name[:-2] + ".o"]
+        subprocess.run(command, cwd=tmp_path, check=True, capture_output=True, timeout=120)
+        objects.append(tmp_path / (name[:-2] + ".o"))
+    frames, calls = read_objects(objects, "arm-none-eabi-objdump")
+    assert calls["model_run"] == {"middle", "shallow"} and calls["middle"] == {"leaf", "shallow"}
+    use = deepest_path(frames, calls)
+    assert use.path == ("model_run", "middle", "leaf") and use.uncounted == ("expf",) and use.bounded
+    assert use.bytes == frames["model_run"][0] + frames["middle"][0] + frames["leaf"][0] > 256  # buf[64]

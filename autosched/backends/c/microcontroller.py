@@ -15,6 +15,10 @@ Linux-class default:
 
 from __future__ import annotations
 
+import functools
+import os
+import shutil
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,14 +88,50 @@ def complete_bare_metal(values: dict[str, Any]) -> dict[str, Any]:
     return defaults | values | {"float_abi": abi}
 
 
+def is_clang(cc: str) -> bool:
+    """Whether ``cc`` is clang (by its name), which builds for any Arm core with ``--target=``."""
+    return "clang" in Path(cc).name
+
+
+#: the compiler whose C library (newlib) and link a bare-metal clang build uses
+GNU_ARM = "arm-none-eabi-gcc"
+
+
+@functools.cache
+def newlib_include() -> str:
+    """The folder of newlib's headers, as :data:`GNU_ARM` searches them (clang has its own
+    ``stdint.h`` and ``stdarg.h``, not ``math.h`` or ``string.h`` for a bare-metal Arm core)."""
+    gcc = shutil.which(GNU_ARM)
+    if gcc is None:
+        raise TargetError(f"clang builds for a bare-metal core with the C library of {GNU_ARM}, which is "
+                          "missing (Debian packages gcc-arm-none-eabi libnewlib-arm-none-eabi)")
+    done = subprocess.run([gcc, "-xc", "-E", "-v", os.devnull], capture_output=True, text=True, timeout=60)
+    lines = done.stderr.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("#include <...>")), len(lines))
+    for line in lines[start + 1 :]:
+        if not line.startswith(" "):
+            break
+        if (Path(line.strip()) / "math.h").is_file():
+            return str(Path(line.strip()).resolve())
+    raise TargetError(f"{GNU_ARM} searches no folder with newlib's math.h: install libnewlib-arm-none-eabi")
+
+
+def gnu_arm_flags(target: Target) -> list[str]:
+    """The core and float ABI as :data:`GNU_ARM` takes them (it links a clang build's objects)."""
+    return ["-mthumb", f"-mcpu={target.mcpu}", f"-mfloat-abi={target.float_abi}"]
+
+
 def bare_metal_cflags(target: Target) -> list[str]:
     """Flags for a bare-metal target: optimized Thumb code for its core and float ABI, no OpenMP
     runtime (``-fopenmp-simd`` reads the vector loops' ``omp simd`` hints, and needs no library) nor
-    position independence (there is no loader), and math that never sets ``errno``."""
-    flags = ["-O2", "-std=gnu11", "-mthumb", f"-mcpu={target.mcpu}", f"-mfloat-abi={target.float_abi}"]
+    position independence (there is no loader), and math that never sets ``errno``; clang gets its
+    ``--target=`` triple and newlib's headers (:func:`newlib_include`)."""
+    flags = ["-O2", "-std=gnu11", *gnu_arm_flags(target)]
     flags += ["-fopenmp-simd", "-ffp-contract=fast", "-fno-math-errno"]
     if target.mtriple:
         flags.append(f"--target={target.mtriple}")
+    if target.cc is not None and is_clang(target.cc):  # newlib's headers, and its ABI's enum sizes
+        flags += ["-isystem", newlib_include(), "-fshort-enums"]
     if target.mfpu:
         flags.append(f"-mfpu={target.mfpu}")
     return flags + list(target.extra_cflags)
