@@ -1,5 +1,7 @@
 """ONNX LSTM, GRU and RNN, unrolled at import over the sequence (its length is fixed once the input
-shapes are known) into dense, slice, elementwise and concat nodes.
+shapes are known) into dense, slice, elementwise and concat nodes; onnxruntime's
+DynamicQuantizeLSTM (what its ``quantize_dynamic`` makes of an LSTM) as the LSTM of its weights
+dequantized at import.
 
 Each direction multiplies the whole sequence by its input weights in one dense layer; each step
 adds the recurrent product to its rows (the dense's epilogue) and applies the gates (an LSTM's in
@@ -9,7 +11,7 @@ all); the outputs Y, Y_h and Y_c are built where they are read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -194,3 +196,26 @@ def _recurrent(cx: Importer, n: OnnxNode) -> list[Result]:
     for k, finals in ((1, last_h), (2, last_c)):
         results.append(_stack(cx, finals, 1 if layout else 0) if wanted[k] else "")
     return results[: 3 if n.op == "LSTM" else 2]
+
+
+@converter("DynamicQuantizeLSTM", attrs=(*COMMON, "input_forget"),
+           doc="(com.microsoft) as LSTM with W and R dequantized at import (int8 or uint8, a scale and "
+           "zero point per direction or per gate column); activations stay float")
+def _dynamic_quantize_lstm(cx: Importer, n: OnnxNode) -> list[Result]:
+    weights = []
+    for i, (name, what) in enumerate((("W", "input weights"), ("R", "recurrence weights")), start=1):
+        q = cx.const(n, i, f"quantized {what} ({name})")
+        scale = cx.const(n, 8 + 2 * (i - 1), f"{name}_scale").astype(np.float64)
+        zero = cx.const(n, 9 + 2 * (i - 1), f"{name}_zero_point").astype(np.float64)
+        shapes = ((q.shape[0],), (q.shape[0], q.shape[2])) if q.ndim == 3 else ()
+        if q.dtype.kind not in "iu" or scale.shape != zero.shape or scale.shape not in shapes:
+            raise GraphError(f"quantized {name} {q.shape} ({q.dtype}) with scale {scale.shape} and zero "
+                             f"point {zero.shape}: expected (directions, rows, 4 x hidden) integers, a "
+                             "scale per direction or per column")
+        per = (slice(None), None, slice(None)) if scale.ndim == 2 else (slice(None), None, None)
+        dequantized = (q.astype(np.float64) - zero[per]) * scale[per]  # (directions, rows, 4 x hidden)
+        weights.append(dequantized.transpose(0, 2, 1).astype(np.float32))  # LSTM's (directions, 4H, rows)
+    names = [f"{n.name or n.outputs[0]}/{w}.dequantized" for w in ("W", "R")]
+    cx.consts.update(zip(names, weights, strict=True))
+    inputs = [n.inputs[0], *names, *(n.inputs[3:8])]
+    return list(_recurrent(cx, replace(n, op="LSTM", inputs=inputs, proto=None)))

@@ -115,3 +115,38 @@ def test_a_zero_point_per_row_of_a_computed_operand_is_one_line() -> None:
     with pytest.raises(GraphError, match=r"^MatMulInteger node 'matmulinteger_m': a zero point per row of "
                        r"computed input 'q' is not supported \(per tensor\)$"):
         asc.from_onnx(model(nodes, {"x": x}, ["y"], inits))
+
+
+@pytest.mark.requires("gcc")
+def test_a_dynamically_quantized_lstm_runs_the_lstm_of_its_dequantized_weights(tmp_path: Path) -> None:
+    """onnxruntime's quantize_dynamic makes DynamicQuantizeLSTM (com.microsoft) of an LSTM language
+    model's layers: W and R int8, (directions, rows, 4 x hidden), a scale and zero point each. It
+    computes what a float LSTM of those weights dequantized computes (checked against onnxruntime
+    running that float LSTM); onnxruntime's own int8 kernel also quantizes the activations, so it
+    is only near (its error from the float model is of the same size)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    proto, feeds = ZOO["lstm_lm"]()
+    src, dst = tmp_path / "float.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(proto, str(src))
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["LSTM"])
+    quantized = onnx.load(str(dst))
+    lstms = [n for n in quantized.graph.node if n.op_type == "DynamicQuantizeLSTM"]
+    assert len(lstms) == 2 and all(n.domain == "com.microsoft" for n in lstms)
+    graph = asc.from_onnx(quantized)
+    got = asc.build_network(graph)(*(feeds[v] for v in graph.inputs))
+    # the float model with every LSTM's W and R replaced by their dequantized values, laid out as ONNX's
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in quantized.graph.initializer}
+    dequantized = onnx.load(str(src))
+    for lstm, q in zip((n for n in dequantized.graph.node if n.op_type == "LSTM"), lstms, strict=True):
+        for k, at in enumerate([(1, 8, 9), (2, 10, 11)]):  # W and R: (values, scale, zero point)
+            w, scale, zero = (q.input[i] for i in at)
+            per_direction = (slice(None), None, None)
+            values = (inits[w].astype(np.float64) - inits[zero].astype(np.float64)[per_direction]) \
+                * inits[scale].astype(np.float64)[per_direction]
+            name = lstm.input[1 + k]
+            init = next(i for i in dequantized.graph.initializer if i.name == name)
+            init.CopyFrom(onnx.numpy_helper.from_array(values.transpose(0, 2, 1).astype(np.float32), name))
+    assert relative_error(got, onnxruntime(dequantized, feeds)[0]) <= 1e-5
+    int8, float_ = onnxruntime(quantized, feeds)[0], onnxruntime(proto, feeds)[0]
+    assert relative_error(got, int8) <= 2 * relative_error(int8, float_) + 1e-3
