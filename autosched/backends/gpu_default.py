@@ -1,6 +1,7 @@
 """The schedule a workload gets on a GPU before any tuning (``default_schedule`` on a GPU target).
 
-The built-in GEMMs and the NCHW convolution get their hand-written shared-memory kernels
+The built-in GEMMs, a network's GEMMs with their epilogues (``fused_dense``,
+``fused_batch_matmul``) and the NCHW convolution get their hand-written shared-memory kernels
 (:mod:`.gpu_schedules`, :mod:`.gpu_conv`) at their default tiles. Any other workload (a network's
 fused convolution with its epilogue, layer normalization, pooling, a user's own compute) gets
 :func:`generic_gpu`, built from the DAG alone:
@@ -26,7 +27,7 @@ from ..schedule import Schedule, ScheduleError, Stage, create_schedule, thread_a
 from ..schedule.analysis import consumers, is_fusible_consumer
 from ..target import Target
 from .gpu_conv import conv2d_gpu
-from .gpu_schedules import batch_matmul_gpu, dense_gpu, matmul_gpu, thread_limit
+from .gpu_schedules import batch_matmul_gpu, dense_gpu, fused_gemm_gpu, matmul_gpu, thread_limit
 
 #: threads per block of :func:`generic_gpu`'s kernels (capped by the target's limit)
 THREADS = 64
@@ -36,6 +37,8 @@ GPU_SCHEDULES: dict[str, Callable[[list[Tensor], Target | str], Schedule]] = {
     "matmul": matmul_gpu,
     "batch_matmul": batch_matmul_gpu,
     "dense": dense_gpu,
+    "fused_dense": fused_gemm_gpu,
+    "fused_batch_matmul": fused_gemm_gpu,
     "conv2d_nchw": conv2d_gpu,
 }
 

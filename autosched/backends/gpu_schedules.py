@@ -105,6 +105,34 @@ def dense_gpu(
     return s
 
 
+def fused_gemm_gpu(
+    tensors: list[Tensor],
+    target: Target | str = "opencl",
+    block: int = 8,
+    reg: Pair = 4,
+    k_tile: int = 8,
+    vthreads: Pair = 1,
+) -> Schedule:
+    """A GEMM with any elementwise epilogue (a network's ``fused_dense`` and ``fused_batch_matmul``:
+    bias, activation, residual add) as :func:`matmul_gpu` laid out on its output: the epilogue's
+    stages inlined into the output, the product accumulated in registers."""
+    out = tensors[-1]
+    s = create_schedule(out)
+    products = [st for st in s.stages.values() if not st.is_placeholder and st.op.reduce_axis]
+    if len(products) != 1 or len(products[0].op.reduce_axis) != 1:
+        raise ScheduleError("fused_gemm_gpu schedules one product over one reduction axis, then "
+                            "elementwise stages")
+    product = products[0].op.output(0)
+    for stage in list(s.stages.values()):
+        if not stage.is_placeholder and stage.op.name not in (out.op.name, product.op.name):
+            stage.compute_inline()
+    acc = s.cache_write(product, "local")
+    if product.op.name != out.op.name:
+        s[product].compute_inline()
+    _tiled_gemm(s, out, acc, list(product.op.input_tensors), target, (block, reg, k_tile, vthreads))
+    return s
+
+
 def _tiled_gemm(
     s: Schedule,
     out: Tensor,

@@ -42,7 +42,7 @@ def test_every_built_in_default_matches_numpy_on_opencl(name: str, shape_id: str
         ("fused_conv2d", (2, 3, 9, 7, 5, 3, 3, 2, 1, 1, "bias,add,relu"), 2),
         # the row mean and variance are kernels of their own, the normalized output a third
         ("layer_norm", (5, 37), 3),
-        ("fused_dense", (3, 11, 29, "bias,gelu"), 1),
+        ("instance_norm", (2, 3, 10), 3),
         ("global_avg_pool2d", (2, 5, 7, 3), 1),
         ("softmax_axis", (2, 7, 3), 3),
     ],
@@ -58,6 +58,22 @@ def test_the_generic_schedule_fuses_reductions_into_their_epilogue(
     assert len(program.launches) == kernels
     assert all(launch.block[0] <= 64 for launch in program.launches)
     check_against_reference(wl, s, "opencl")
+
+
+@pytest.mark.requires("pyopencl")
+@pytest.mark.parametrize(("name", "args"), [
+    ("fused_dense", (3, 11, 29, "bias,gelu")),
+    ("fused_dense", (37, 20, 45, "bias,add,relu")),  # a residual input read at the output's index
+    ("fused_batch_matmul", (2, 13, 17, 7, "")),
+    ("fused_batch_matmul", (3, 9, 6, 10, "bias")),
+])
+def test_a_networks_gemms_get_the_shared_memory_kernel_with_their_epilogue(name: str, args: tuple) -> None:
+    task = asc.Task(name, args, target="opencl")
+    s, how = default_schedule(task.workload, task.target)
+    assert how == "autosched.backends.gpu_schedules.fused_gemm_gpu"
+    program = backend_for(task.target).program(task.lowered(s.steps).func(), task.target)
+    assert len(program.launches) == 1 and "__local" in program.source  # tiles staged in shared memory
+    check_against_reference(task.workload, s, "opencl")
 
 
 def test_a_gpu_cannot_call_c() -> None:
