@@ -99,7 +99,7 @@ def direct_convs(graph: Graph) -> Graph:
     """A copy of ``graph`` whose 2-D convolutions are N-d ``conv`` nodes of two spatial axes: each
     output pixel computed directly from its window (``fused_conv``), as a GPU thread does, rather
     than over flat pixels (``fused_conv2d``, a CPU's vector layout, which needs a second pass to
-    drop the padding columns)."""
+    drop the padding columns). ``graph`` itself where it has none."""
 
     def direct(node: Node) -> Node:
         if node.op != "conv2d":
@@ -109,6 +109,8 @@ def direct_convs(graph: Graph) -> Graph:
                  "groups": node.attr("groups")}
         return replace(node, op="conv", attrs=tuple(sorted(attrs.items())))
 
+    if not any(n.op == "conv2d" for n in graph.nodes):
+        return graph
     return replace(graph, nodes=[direct(n) for n in graph.nodes])
 
 
