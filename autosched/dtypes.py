@@ -2,14 +2,16 @@
 
 ``bfloat16`` has no numpy type of its own: arrays use ``ml_dtypes.bfloat16`` (or ``uint16`` views
 of the same bits, which the runners accept too), and C stores it as ``uint16_t`` bits that the
-emitter converts exactly to float32 and back (round half to even).
+emitter converts exactly to float32 and back (round half to even). ``ml_dtypes`` is imported when
+a bfloat16 array is first needed: its import takes over a second (its extension registers many
+types with numpy), which every process would otherwise pay at ``import autosched``.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 
@@ -58,7 +60,7 @@ def numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype that holds values of ``name``."""
     d = dtype(name)
     if d.name == "bfloat16":
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(importlib.import_module("ml_dtypes").bfloat16)
     return np.dtype(d.numpy)
 
 
