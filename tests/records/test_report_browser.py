@@ -65,6 +65,14 @@ def op_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def small_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real tuning log of two trials (a small matmul): records to rename and break."""
+    log = tmp_path_factory.mktemp("small") / "matmul.jsonl"
+    asc.tune(asc.Task("matmul", (8, 8, 8), target="c"), trials=2, log=str(log), seed=0)
+    return log
+
+
+@pytest.fixture(scope="module")
 def net_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A real network tuning log of a small MLP (two layers of the same shape: a task that runs
     twice) and the model."""
@@ -169,14 +177,14 @@ def test_network_page_shows_latency_weights_and_speedups(
 
 
 def test_hostile_names_are_text(
-    browser: Any, op_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    browser: Any, small_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from selenium.common.exceptions import NoAlertPresentException
     from selenium.webdriver.common.by import By
 
     log = tmp_path / "evil.jsonl"
-    log.write_bytes(op_log.read_bytes())
-    first: Record = load_records(op_log)[0]
+    log.write_bytes(small_log.read_bytes())
+    first: Record = load_records(small_log)[0]
     evil = dataclasses.replace(first, workload=(EVIL, (1,)), workload_key=f"{EVIL}#0", costs=(),
                                error_no=MeasureErrorNo.RUNTIME_ERROR,
                                error_msg='<img src=x onerror="alert(2)">')
