@@ -1,9 +1,9 @@
 """A network on a GPU (``asc.build_network(graph, log, target="cuda")`` or ``"opencl"``).
 
 Every task's kernel is built as on a CPU (its best record in the log, else the GPU default
-schedule: :func:`~autosched.backends.gpu_default.default_gpu_schedule`); the weights are uploaded
-once, when the network is built; every intermediate value has a buffer of its own on the device,
-made on the first call. A call uploads the inputs, queues every kernel back to back on the
+schedule: :func:`~autosched.backends.gpu_default.default_gpu_schedule`). On the first call the
+weights are uploaded and every intermediate value gets a buffer of its own on the device; they stay
+there for the calls after it. A call uploads the inputs, queues every kernel back to back on the
 device's in-order queue, and downloads the outputs: nothing else crosses to the host. A reshape
 is the same buffer; a concatenation is a copy per part (per leading index) on the device.
 
@@ -16,7 +16,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from ..runner.gpu_program import DeviceMemory, GpuCallable
 from .fusion import Group, fuse
 from .inputs import checked_inputs, index_rows, input_dtype
 from .ir import Graph, GraphError
+
+if TYPE_CHECKING:  # network.py builds device networks: an annotation only
+    from .network import BuiltTask
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +41,7 @@ class DeviceValue:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the value."""
         return math.prod(self.shape) * self.dtype.itemsize
 
 
@@ -63,12 +67,12 @@ class DeviceNetwork:
     :func:`~autosched.graph.network.build_network` for a GPU target."""
 
     def __init__(
-        self, graph: Graph, target: str, kernels: dict[Workload, GpuCallable], built: list[Any]
+        self, graph: Graph, target: str, kernels: dict[Workload, GpuCallable], built: list[BuiltTask]
     ) -> None:
         self.graph = graph  # laid out for the target (a GPU keeps the graph's layouts)
         self.groups = fuse(graph)
         self.kernels = kernels
-        self.built = built  # how each task was built (network.BuiltTask)
+        self.built = built  # how each task was built
         self._rows = index_rows(graph)
         if not kernels:
             raise GraphError(f"network {graph.name!r} has no kernel to run on {target}")
