@@ -95,14 +95,8 @@ def dense_gpu(
 ) -> Schedule:
     """dense as :func:`matmul_gpu` laid out on the bias + ReLU epilogue ``out``: the product is
     accumulated in registers (a ``local`` cache of ``dense``, computed at each thread's tile) and
-    never goes to global memory."""
-    data, weight, _, out = tensors
-    s = create_schedule(out)
-    product = s.stages["dense"].op.output(0)
-    acc = s.cache_write(product, "local")
-    s[product].compute_inline()
-    _tiled_gemm(s, out, acc, [data, weight], target, (block, reg, k_tile, vthreads))
-    return s
+    never goes to global memory (:func:`fused_gemm_gpu` with the built-in dense's epilogue)."""
+    return fused_gemm_gpu(tensors, target, block, reg, k_tile, vthreads)
 
 
 def fused_gemm_gpu(
@@ -129,7 +123,9 @@ def fused_gemm_gpu(
     acc = s.cache_write(product, "local")
     if product.op.name != out.op.name:
         s[product].compute_inline()
-    _tiled_gemm(s, out, acc, list(product.op.input_tensors), target, (block, reg, k_tile, vthreads))
+    reads = {t.name for t in product.op.input_tensors}
+    operands = [t for t in tensors if t.name in reads]  # in argument order: the same steps as before
+    _tiled_gemm(s, out, acc, operands, target, (block, reg, k_tile, vthreads))
     return s
 
 
