@@ -134,6 +134,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
                  ", ".join(_chromium_missing()) or "selenium.webdriver fails: pip install selenium"),
     "torch": (lambda: _imports("torch.onnx") and _imports("torchvision"), "pip install torch torchvision"),
     # CPU extensions (/proc/cpuinfo flags) that kernels with low-precision intrinsics need
+    "avx2": (lambda: _cpu_has("avx2"), "an x86 CPU with AVX2 (Haswell, Zen or later)"),
     "avx512_vnni": (lambda: _cpu_has("avx512_vnni"), "a CPU with AVX-512 VNNI (Ice Lake, Zen 4 or later)"),
     "avx512_bf16": (lambda: _cpu_has("avx512_bf16"), "a CPU with AVX512-BF16 (Cooper Lake, Zen 4 or later)"),
     "amx": (lambda: _cpu_has("amx_tile", "amx_int8", "amx_bf16"),

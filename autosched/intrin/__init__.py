@@ -11,12 +11,15 @@ over a weight packed by :func:`pack_b`, with :func:`matmul_lowp`, the default sc
 from __future__ import annotations
 
 from ..te.buffer import decl_buffer
-from ..te.intrin import CImpl, IntrinBuffer, TensorIntrin, decl_tensor_intrin, get_intrin
+from ..te.intrin import RESOLVERS, CImpl, IntrinBuffer, TensorIntrin, decl_tensor_intrin, get_intrin
 from .amx import amx_intrin
+from .by_name import library_intrin
 from .dot import dot_intrin, pack_b, packed_tensors
 from .gemm import ISAS, gemm_ukernel
 from .lowp import matmul_lowp
 from .schedules import matmul_ukernel
+
+RESOLVERS.append(library_intrin)  # recorded steps naming the library's intrinsics replay anywhere
 
 __all__ = [
     "CImpl",

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from ..hardware import host_cpuinfo, isa_extensions
 from ..schedule.steps import Step, TensorizeStep
 from ..target import Target
-from ..te.intrin import INTRINS
+from ..te.intrin import lookup_intrin
 
 #: the extensions the library's low-precision intrinsics use (``/proc/cpuinfo`` names)
-LOWP_EXTENSIONS = ("avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "asimddp")
+LOWP_EXTENSIONS = ("avx2", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16", "asimddp")
 
 #: AArch64 extensions -> (auxiliary vector entry, bit) of Linux's hwcaps (``<bits/hwcap.h>``)
 HWCAPS = {"asimddp": ("AT_HWCAP", 20), "i8mm": ("AT_HWCAP2", 13), "bf16": ("AT_HWCAP2", 14)}
@@ -75,9 +75,9 @@ def check_extensions(needed: tuple[str, ...] | list[str], what: str) -> None:
 
 def steps_extensions(steps: Iterable[Step]) -> tuple[str, ...]:
     """The CPU extensions the intrinsics tensorized by ``steps`` need (those declared in this
-    process; sorted)."""
-    names = [s.intrin for s in steps if isinstance(s, TensorizeStep)]
-    return tuple(sorted({e for n in names if n in INTRINS for e in INTRINS[n].requires}))
+    process, or by their names: the library's; sorted)."""
+    found = [lookup_intrin(s.intrin) for s in steps if isinstance(s, TensorizeStep)]
+    return tuple(sorted({e for intrin in found if intrin is not None for e in intrin.requires}))
 
 
 def c_cpu_check(needed: tuple[str, ...], func_name: str) -> str:

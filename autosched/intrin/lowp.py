@@ -1,25 +1,31 @@
 """Default schedules of low-precision matmuls over a packed weight (:func:`.dot.packed_tensors`):
-u8 x s8 -> s32 through AMX tiles or AVX-512 VNNI, bf16 -> f32 through AMX or AVX512-BF16, and on
+u8 x s8 -> s32 through AMX tiles, AVX-512 VNNI or AVX2's ``vpmaddwd``, bf16 -> f32 through AMX or
+AVX512-BF16, and on
 AArch64 s8 x s8 / u8 x u8 -> s32 through NEON ``sdot`` / ``udot``, picked from the CPU extensions
 the target may use (``-mattr``, the host's by default: a cross target names them, e.g.
 ``c -cc=aarch64-linux-gnu-gcc -mattr=asimddp``)."""
 
 from __future__ import annotations
 
-from ..expr import Tensor
+from ..expr import Tensor, as_int
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from .amx import amx_intrin
 from .dot import KINDS, LANES, dot_intrin
+from .dot_avx2 import REQUIRES as AVX2_REQUIRES
+from .dot_avx2 import avx2_dot_intrin
 from .isa import target_extensions
 
 #: (intrinsic family, kind) -> the CPU extensions it needs, best first per kind
 PATHS = {
-    "vnni": (("amx", ("amx_tile", "amx_int8")), ("dot", ("avx512_vnni",))),
+    "vnni": (("amx", ("amx_tile", "amx_int8")), ("dot", ("avx512_vnni",)), ("avx2", AVX2_REQUIRES)),
     "bf16": (("amx", ("amx_tile", "amx_bf16")), ("dot", ("avx512_bf16",))),
     "sdot": (("dot", ("asimddp",)),),
     "udot": (("dot", ("asimddp",)),),
 }
+
+#: rows per block where the path fixes it: AMX's C tiles; AVX2's 16 vector registers (.dot_avx2)
+MR = {"amx": 32, "avx2": 2}
 
 
 def pick_path(kind: str, target: Target | str = "c") -> str:
@@ -57,7 +63,6 @@ def matmul_lowp(
     A, B, C = tensors
     kind = _kind_of(A, B, C)
     d = KINDS[kind]
-    group = d.group
     path = path or pick_path(kind, tgt)
     if path not in {p for p, _ in PATHS[kind]} | {"portable"}:
         raise ValueError(
@@ -72,30 +77,51 @@ def matmul_lowp(
     M, K = A.shape
     if not isinstance(M, int) or not isinstance(K, int):
         raise ValueError("matmul_lowp: A's shape must be fixed")
-    step = 64 if path == "amx" else group  # AMX tiles take 64 bytes of k per row
+    s = create_schedule(C)
+    tensorize_dot(s, C, kind, path, mr, kc, tgt.num_threads or 1)
+    return s
+
+
+def block_sizes(kind: str, path: str, m: int, k: int, mr: int = 0, kc: int = 0) -> tuple[int, int]:
+    """(rows, reductions) of one intrinsic call on ``path``: ``mr`` and ``kc`` as asked (0: the
+    path's default) made legal for it and for an ``m x k`` operand."""
+    d = KINDS[kind]
+    step = 64 if path == "amx" else d.group  # AMX tiles take 64 bytes of k per row
     # A's block (mr x kc) in L1; long AMX calls spread the tile configuration's cost
-    kc = kc or min(K, 1024 if path == "amx" and kind == "vnni" else 512)
+    kc = kc or min(k, 1024 if path == "amx" and kind == "vnni" else 512)
     kc = max(step, kc // step * step)
     # NEON: 4 accumulators a row of 32 vector registers (see .neon_dot)
-    mr = mr or (32 if path == "amx" else 4 if d.machine == "aarch64" else 8)
-    mr = max(1, min(mr, M)) if path != "amx" else mr
-    s = create_schedule(C)
-    i, j = s[C].op.axis
-    ko, ki = s[C].op.reduce_axis
-    io, ii = s[C].split(i, mr)
-    jo, ji = s[C].split(j, LANES)
-    koo, koi = s[C].split(ko, kc // group)
+    mr = mr or MR.get(path, 4 if d.machine == "aarch64" else 8)
+    if path == "amx":
+        return min(64, max(16, mr // 16 * 16)), kc
+    return max(1, min(mr, m, 28)), kc
+
+
+def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int, threads: int) -> None:
+    """Block stage ``C`` (axes ``i, j``, reductions ``ko, ki`` over a packed operand, as
+    :func:`.dot.packed_tensors` writes it) in ``mr`` rows x 16 columns x ``kc`` reductions (made
+    legal by :func:`block_sizes`) and tensorize each block with ``path``'s intrinsic; the row
+    blocks go to the threads where ``threads`` > 1."""
+    group = KINDS[kind].group
+    stage = s[C]
+    i, j = stage.op.axis
+    ko, ki = stage.op.reduce_axis
+    mr, kc = block_sizes(kind, path, as_int(i.extent), as_int(ko.extent) * group, mr, kc)
+    io, ii = stage.split(i, mr)
+    jo, ji = stage.split(j, LANES)
+    koo, koi = stage.split(ko, kc // group)
     # a block of A (mr x kc) stays in L1 while the packed panels of B stream by from L2; on one
     # thread the kc rows of B (all its panels) stay there for every block of rows, on several the
     # blocks of rows go to the threads in one parallel loop (one per k block was slower)
-    if (tgt.num_threads or 1) > 1:
-        s[C].reorder(io, koo, jo, ii, ji, koi, ki)
-        s[C].parallel(io)
+    if threads > 1:
+        stage.reorder(io, koo, jo, ii, ji, koi, ki)
+        stage.parallel(io)
     else:
-        s[C].reorder(koo, io, jo, ii, ji, koi, ki)
+        stage.reorder(koo, io, jo, ii, ji, koi, ki)
     if path == "amx":
         intrin = amx_intrin(kind, mr, kc)
+    elif path == "avx2":
+        intrin = avx2_dot_intrin(mr, kc)
     else:
         intrin = dot_intrin(kind, mr, kc, portable=path == "portable")
-    s[C].tensorize(ii, intrin)
-    return s
+    stage.tensorize(ii, intrin)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..expr import ComputeOp
-from ..te.intrin import INTRINS
+from ..te.intrin import lookup_intrin
 from . import steps as st
 from .stage import ScheduleError, ScheduleLike, Stage
 
@@ -21,7 +21,7 @@ def _tensorize(s: ScheduleLike, stage: Stage, step: st.TensorizeStep) -> None:
         raise ScheduleError(f"{stage.name} has {stage.op.num_outputs} outputs; tensorize needs one")
     if step.axis not in stage.leaves:
         raise ScheduleError(f"no loop {step.axis!r}; current loops: {stage.leaves}")
-    intrin = INTRINS.get(step.intrin)
+    intrin = lookup_intrin(step.intrin)
     if intrin is None:
         raise ScheduleError(f"no tensor intrinsic named {step.intrin!r} is declared (decl_tensor_intrin)")
     if stage.tensorized:

@@ -171,9 +171,22 @@ class TensorIntrin:
 INTRINS: dict[str, TensorIntrin] = {}
 
 
-def get_intrin(name: str) -> TensorIntrin:
-    """The intrinsic declared as ``name``."""
+#: functions that declare an intrinsic from its name alone (``None``: not one of theirs), so that a
+#: recorded tensorize step naming a library intrinsic replays in a process that has not declared it
+RESOLVERS: list[Callable[[str], TensorIntrin | None]] = []
+
+
+def lookup_intrin(name: str) -> TensorIntrin | None:
+    """The intrinsic declared as ``name``, else one a resolver declares from the name, else None."""
     intrin = INTRINS.get(name)
+    if intrin is None:
+        intrin = next((found for r in RESOLVERS if (found := r(name)) is not None), None)
+    return intrin
+
+
+def get_intrin(name: str) -> TensorIntrin:
+    """The intrinsic declared as ``name`` (or declared now from its name: :data:`RESOLVERS`)."""
+    intrin = lookup_intrin(name)
     if intrin is None:
         known = ", ".join(sorted(INTRINS)) or "none"
         raise KeyError(f"no tensor intrinsic named {name!r} is declared (declared: {known})")

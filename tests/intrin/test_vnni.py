@@ -13,6 +13,7 @@ import pytest
 
 import autosched as asc
 from autosched.hardware import ISA_FLAGS
+from autosched.intrin.by_name import library_intrin
 from autosched.intrin.dot import dot_intrin, numpy_reference, pack_b, packed_tensors
 from autosched.intrin.isa import host_extensions, steps_extensions, target_extensions
 from autosched.intrin.lowp import matmul_lowp, pick_path
@@ -20,8 +21,10 @@ from autosched.lower.tensorize import TensorizeError
 from autosched.records import Record, RecordWarning, append_records, best_record
 from autosched.runner.load import LoadError, kernel_extensions
 from autosched.runner.measure import MeasureInput, MeasureResult
+from autosched.schedule.steps import TensorizeStep
 from autosched.target import Target, TargetError
 from autosched.task import Task
+from autosched.te.intrin import INTRINS, lookup_intrin
 
 RNG = np.random.default_rng(7)
 
@@ -101,7 +104,11 @@ def test_target_mattr_says_which_extensions_kernels_may_use() -> None:
     with pytest.raises(TargetError, match=r"unknown CPU extension\(s\) \['amx'\]"):
         Target.parse("c -mattr=amx")
     host = set(target_extensions(Target.parse("c")))
-    assert host == host_extensions() & {"avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}
+    lowp = {"avx2", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"}
+    assert host == host_extensions() & lowp
+    assert pick_path("vnni", "c -mattr=avx2") == "avx2"  # an x86 CPU without VNNI
+    assert pick_path("vnni", "c -mattr=avx2,avx512_vnni") == "dot"
+    assert pick_path("bf16", "c -mattr=avx2") == "portable"
 
 
 def _loaded_path(f: object) -> str:
@@ -162,6 +169,22 @@ def test_vnni_kernel_is_bit_exact_and_names_its_extension() -> None:
     assert kernel_extensions(_loaded_path(f)) == ("avx512_vnni",)
 
 
+@pytest.mark.requires("gcc", "avx2")
+@pytest.mark.parametrize("m, mr, kc", [(70, 2, 128), (13, 3, 64), (5, 1, 256)])
+def test_avx2_int8_kernel_is_bit_exact_and_names_its_extension(m: int, mr: int, kc: int) -> None:
+    a, b = _int8(m, 48, 256)  # partial row blocks; one or several k blocks (the update part)
+    a[:2, :] = 255  # the largest pair sums: 255 x -128 and 255 x 127, which vpmaddubsw would saturate
+    b[:, 0], b[:, 1] = -128, 127
+    T = packed_tensors(m, 48, 256, "vnni")
+    f = asc.build(matmul_lowp(T, "c -num-threads=2", path="avx2", mr=mr, kc=kc), T, "c -num-threads=2")
+    c = np.zeros((m, 48), np.int32)
+    f(a, pack_b(b, 4), c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    assert kernel_extensions(_loaded_path(f)) == ("avx2",)
+    source = asc.emit(matmul_lowp(T, "c -num-threads=2", path="avx2", mr=mr, kc=kc), T, "c -num-threads=2")
+    assert "_mm256_madd_epi16" in source and "maddubs" not in source
+
+
 @pytest.mark.requires("gcc", "avx512_bf16")
 def test_avx512_bf16_kernel_matches_float32_sums() -> None:
     a = RNG.standard_normal((33, 128)).astype(ml_dtypes.bfloat16)
@@ -181,6 +204,7 @@ def test_avx512_bf16_kernel_matches_float32_sums() -> None:
         ("vnni", "c -mattr=avx512_vnni"),
         ("bf16", "c -mattr=avx512_bf16"),
         ("vnni", "c -mattr=amx_int8,amx_tile"),
+        ("vnni", "c -mattr=avx2"),
     ],
 )
 def test_x86_dot_and_amx_kernels_build_without_warnings(kind: str, target: str, tmp_path: Path) -> None:
@@ -199,3 +223,17 @@ def test_x86_dot_and_amx_kernels_build_without_warnings(kind: str, target: str, 
     ]
     cc = subprocess.run(["gcc", *flags, str(tmp_path / "k.c")], capture_output=True, text=True, timeout=120)
     assert cc.returncode == 0, cc.stderr  # the vector path compiles (no CPU extension needed to build)
+
+
+def test_library_intrinsics_are_declared_again_from_their_recorded_names() -> None:
+    """A record names its intrinsic; a process that never built the schedule declares it from the
+    name (so a tuned record replays anywhere), and a name no pattern reads is not the library's."""
+    for name in ("dot_avx2_3x256", "dot_vnni_8x512", "dot_sdot_4x64_portable", "amx_bf16_32x512",
+                 "gemm_ukernel_6x16x256_float32_auto"):  # fmt: skip
+        INTRINS.pop(name, None)
+        intrin = lookup_intrin(name)
+        assert intrin is not None and intrin.name == name and INTRINS[name] is intrin
+    assert steps_extensions([TensorizeStep("C", "i.inner", "dot_avx2_2x128")]) == ("avx2",)
+    for name in ("dot_avx2_99x128", "dot_vnni_8x30", "dot_avx2_2x128; rm -rf /", "amx_vnni_20x64",
+                 "gemm_ukernel_0x16x4_float32_auto", "dot_avx2_02x128"):  # fmt: skip
+        assert library_intrin(name) is None, name
