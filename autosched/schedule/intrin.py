@@ -1,4 +1,5 @@
-"""The handler of ``tensorize``: mark a stage's loop as the outermost loop of a region that a tensor
+"""The handlers of ``dot_layout`` (an operand laid out for the dot-product intrinsics, see
+:mod:`.dot_layout`) and ``tensorize``: mark a stage's loop as the outermost loop of a region that a tensor
 intrinsic computes. The region itself is checked against the intrinsic's compute when the schedule
 is lowered (:mod:`autosched.lower.tensorize`), where its loops' extents are known.
 """
@@ -11,6 +12,7 @@ from typing import Any
 from ..expr import ComputeOp
 from ..te.intrin import lookup_intrin
 from . import steps as st
+from .dot_layout import make_dot_layout_ops
 from .stage import ScheduleError, ScheduleLike, Stage
 
 
@@ -29,4 +31,24 @@ def _tensorize(s: ScheduleLike, stage: Stage, step: st.TensorizeStep) -> None:
     stage.tensorized[step.axis] = intrin
 
 
-HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {st.TensorizeStep: _tensorize}
+def _dot_layout(s: ScheduleLike, stage: Stage, step: st.DotLayoutStep) -> None:
+    if not isinstance(stage.op, ComputeOp):
+        raise ScheduleError(f"{stage.name} is not a compute stage")
+    if stage.relations or stage.annotations or stage.tensorized:
+        raise ScheduleError("dot_layout must come before the stage's loops are changed")
+    if step.group not in (1, 2, 4) or step.lanes not in (4, 8, 16):
+        raise ScheduleError(
+            f"dot_layout: group must be 1, 2 or 4 and lanes 4, 8 or 16, got {step.group}, {step.lanes}"
+        )
+    try:
+        packed, new = make_dot_layout_ops(stage.op, step.group, step.lanes)
+    except ValueError as err:
+        raise ScheduleError(str(err)) from None
+    s.insert_stage(packed, before=stage.name)
+    stage.reset(new)
+
+
+HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {
+    st.TensorizeStep: _tensorize,
+    st.DotLayoutStep: _dot_layout,
+}

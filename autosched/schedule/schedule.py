@@ -105,6 +105,15 @@ class Schedule:
         rf = self.stages[f"{name}.rf"].op
         return rf.output(0) if rf.num_outputs == 1 else [rf.output(k) for k in range(rf.num_outputs)]
 
+    def dot_layout(self, tensor: Tensor, group: int, lanes: int = 16) -> Tensor:
+        """Lay the second operand of ``tensor``'s stage, a reduction ``sum(A[i, k].astype(t) *
+        B[k, j].astype(t), k)``, out in the ``[N/lanes, K/group, lanes, group]`` panels of the
+        dot-product intrinsics, in a new ``<B>.packed`` stage it then reads (its reduction becomes
+        ``k.o``, ``k.i``); returns the packed tensor."""
+        name = self.stage_name(tensor)
+        self.apply(st.DotLayoutStep(name, int(group), int(lanes)))
+        return self.stages[name].op.input_tensors[-1]  # the rewrite reads A, then the packed operand
+
     def normalize(self) -> Schedule:
         """te's normalize (loops start at 0): autosched's loops always do, so this changes nothing."""
         return self
@@ -139,7 +148,7 @@ class Schedule:
         stage = self.stages.get(name)
         if stage is None:
             raise ScheduleError(f"{step.kind}: no stage named {name!r}")
-        local = not isinstance(step, (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep))
+        local = not isinstance(step, (st.CacheWriteStep, st.CacheReadStep, st.RfactorStep, st.DotLayoutStep))
         with self.transaction(stage.name if local else None):
             try:
                 handler(self, stage, step)

@@ -162,6 +162,17 @@ class RfactorStep(Step):
     factor_axis: int
 
 
+@_step("dot_layout")
+@dataclass(frozen=True, slots=True)
+class DotLayoutStep(Step):
+    """Lay a matmul-like stage's second operand out in ``[N/lanes, K/group, lanes, group]`` panels
+    (:mod:`autosched.schedule.dot_layout`)."""
+
+    stage: str
+    group: int
+    lanes: int
+
+
 @_step("store_predicate")
 @dataclass(frozen=True, slots=True)
 class StorePredicateStep(Step):

@@ -28,6 +28,7 @@ from typing import Any
 from ..expr import ComputeOp, Load, PlaceholderOp, Tensor, Var, as_int, static_shape, topo_order, walk
 from ..schedule import Schedule, Stage, create_schedule, effective_readers
 from ..target import Target
+from . import tensorize
 from .sketch import Sketch, StagePlan
 
 UNROLL_STEPS = (0, 16, 64, 512)
@@ -158,6 +159,9 @@ def sample_annotation(
         elif plan.rule == "simple":
             ann.location[plan.stage] = _sample_location(plan, op, outputs, rng)
             ann.vectorize[plan.stage] = rng.random() < 0.8
+        elif plan.rule == "tensorize":
+            ann.tiles[plan.stage], ann.parallel[plan.stage] = tensorize.sample(op, target, rng)
+            continue
         if plan.rule not in ("inline", "fused"):
             attached = ann.location.get(plan.stage, "root") != "root"
             if threads == 1 or attached:
@@ -257,6 +261,8 @@ def apply_sketch(sketch: Sketch, ann: Annotation, outputs: Sequence[Tensor], tar
             _rfactor(s, plan.stage, ann, target)
         elif rule == "simple":
             _simple(s, s[plan.stage], ann, plan.stage, target)
+        elif rule == "tensorize":
+            tensorize.apply(s, plan.stage, ann.tiles[plan.stage], ann.parallel.get(plan.stage, 0), target)
     return s
 
 

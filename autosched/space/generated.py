@@ -24,6 +24,7 @@ from ..ops import Workload
 from ..schedule import Schedule
 from ..schedule.steps import Step
 from ..target import Target
+from . import tensorize
 from .annotate import (
     AT_POSITIONS,
     MAX_LOCAL_TILE,
@@ -81,7 +82,7 @@ class SketchSpace:
         self.target = Target.parse(target)
         self.outputs = workload.outputs
         self.ops = stage_ops(self.outputs)
-        self.sketches: list[Sketch] = generate_sketches(self.outputs, self.target.cores or 1)
+        self.sketches: list[Sketch] = generate_sketches(self.outputs, self.target.cores or 1, self.target)
         self.extents = axis_extents(self.ops)
 
     def sample(self, rng: random.Random) -> SketchProgram:
@@ -182,6 +183,11 @@ def sketch_knobs(
             knobs.append(GridKnob("tiles", name, tuple((d,) for d in factors), axis.name))
         elif plan.rule == "simple":
             knobs.append(GridKnob("vectorize", name, (False, True)))
+        elif plan.rule == "tensorize":
+            options = tensorize.knob_options(op, target)
+            knobs += [GridKnob("tiles", name, values, axis) for axis, values in options]
+            knobs.append(GridKnob("parallel", name, (0,) if threads == 1 else (1,)))
+            continue
         if plan.rule in ("inline", "fused"):
             continue
         parallel = (0,) if threads == 1 else tuple(range(1, max(1, len(op.axis)) + 1))

@@ -10,7 +10,9 @@ A sketch fixes a program's structure, stage by stage, from the output back to th
 - ``tile_cache``  a cache-write stage is added and tiled, the original stage becoming the fused
                   consumer (a register accumulator);
 - ``rfactor``     a reduction with little spatial parallelism is split into partial reductions;
-- ``simple``      any other stage keeps its loops; annotation decides its place and loop kinds.
+- ``simple``      any other stage keeps its loops; annotation decides its place and loop kinds;
+- ``tensorize``   a matmul-like stage over a dot-product intrinsic's input types has its operand
+                  laid out for the intrinsic and its blocks tensorized (:mod:`.tensorize`).
 
 Where a stage admits several rules the sketches enumerate them, so a workload has a handful of
 sketches. Annotation (``annotate.py``) fills the holes: tile sizes, parallel and vector loops,
@@ -32,6 +34,8 @@ from ..expr import (
     topo_order,
 )
 from ..schedule.analysis import consumers, has_data_reuse, is_fusible_consumer, is_strict_inlinable
+from ..target import Target
+from .tensorize import dot_plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +82,16 @@ def wants_rfactor(op: ComputeOp, cores: int) -> bool:
 # ---------------------------------------------------------------------------- derivation
 
 
-def stage_options(op: ComputeOp, ops: Sequence[ComputeOp], outputs: set[str], cores: int) -> list[StagePlan]:
-    """The rules that apply to one stage (several means several sketches)."""
+def stage_options(
+    op: ComputeOp, ops: Sequence[ComputeOp], outputs: set[str], cores: int, target: Target | None = None
+) -> list[StagePlan]:
+    """The rules that apply to one stage (several means several sketches); ``tensorize`` only
+    with a ``target`` (whose CPU extensions decide it)."""
     if is_strict_inlinable(op, outputs):
         return [StagePlan(op.name, "inline")]
     options: list[StagePlan] = []
+    if target is not None and dot_plan(op, target) is not None:
+        options.append(StagePlan(op.name, "tensorize"))
     if has_data_reuse(op):
         users = consumers(ops, op.name)
         if len(users) == 1 and is_fusible_consumer(op, users[0]):
@@ -96,9 +105,12 @@ def stage_options(op: ComputeOp, ops: Sequence[ComputeOp], outputs: set[str], co
     return options
 
 
-def generate_sketches(outputs: Sequence[Tensor], cores: int = 2) -> list[Sketch]:
+def generate_sketches(
+    outputs: Sequence[Tensor], cores: int = 2, target: Target | None = None
+) -> list[Sketch]:
     """Every sketch of the DAG behind ``outputs``, by applying the derivation rules from the
-    outputs back to the inputs and enumerating the stages' alternatives."""
+    outputs back to the inputs and enumerating the stages' alternatives (those of ``target``'s
+    intrinsics too, given one)."""
     every = topo_order(list(outputs))
     ops = [op for op in every if isinstance(op, ComputeOp)]
     # an extern stage reads whole arrays: what it reads stays a stage of its own, as outputs do
@@ -108,7 +120,7 @@ def generate_sketches(outputs: Sequence[Tensor], cores: int = 2) -> list[Sketch]
     for op in reversed(ops):
         grown = []
         for partial in sketches:
-            for option in stage_options(op, ops, out_names, cores):
+            for option in stage_options(op, ops, out_names, cores, target):
                 if option.consumer is not None:  # the consumer's own plan becomes "fused"
                     partial = tuple(
                         StagePlan(p.stage, "fused") if p.stage == option.consumer else p for p in partial

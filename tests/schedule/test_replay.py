@@ -107,6 +107,7 @@ def test_every_step_kind_roundtrips() -> None:
         S.CacheReadStep("B", "local", ("C", "D")), S.RfactorStep("C", "k.inner", 1),
         S.StorePredicateStep("C", '["cmp", "lt", ["var", "i", "int32"], ["const", 2, "int32"]]'),
         S.StorageAlignStep("B", "i", 16, 1), S.TensorizeStep("C", "j.inner", "gemv16"),
+        S.DotLayoutStep("C", 4, 16),
     ]
     assert {type(e).kind for e in examples} == set(asc.Step.registry)
     for e in examples:

@@ -1,0 +1,101 @@
+"""The ``tensorize`` sketch rule (MetaSchedule's auto-tensorization, for the dot-product intrinsics): a
+stage that computes ``sum(A[i, k].astype(acc) * B[k, j].astype(acc), k)`` over the input types
+of a dot-product kind (u8 x s8 -> s32 on x86; s8 x s8 and u8 x u8 -> s32 on AArch64; bf16 ->
+f32) gets a sketch in which ``B`` is laid out in the kind's panels (``dot_layout``) and each
+block of ``mr`` rows x 16 columns x ``kc`` reductions is one call of the fastest intrinsic the
+target allows (VNNI, AVX2, AMX, NEON dot products: :func:`autosched.intrin.lowp.pick_path`).
+No schedule is written for the operator: a user's own int8 matmul finds the intrinsic in the
+search.
+
+The annotation draws ``mr`` (among the sizes that keep the path's accumulators in registers)
+and ``kc`` (multiples of the kind's ``k`` group dividing K) as one-level tiles of the stage's
+``i`` and ``k`` axes, so mutation and crossover treat them as any tile; whether the row blocks
+go to the threads is its ``parallel``. Operands must be inputs of the operator (a computed one
+could be inlined into the stage after the layout, which the intrinsic would no longer match);
+N must divide by 16 and K by the group.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ..expr import ComputeOp, PlaceholderOp, as_int
+from ..intrin.dot import KINDS, LANES
+from ..intrin.lowp import block_sizes, pick_path, tensorize_dot
+from ..schedule import Schedule
+from ..schedule.dot_layout import match_dot
+from ..target import Target
+
+#: rows per call worth trying, per path: AVX2 keeps 4 accumulators a row in 16 registers, AVX-512
+#: one in 32, NEON 4 in 32, AMX one to four 16-row tiles
+MR_CHOICES = {"avx2": (1, 2, 3, 4), "dot": (4, 6, 8, 12, 16), "neon": (2, 3, 4, 6), "amx": (16, 32, 48, 64)}
+MAX_KC = 2048
+
+
+def dot_plan(op: ComputeOp, target: Target) -> tuple[str, str] | None:
+    """(dot kind, path) if the rule applies to ``op`` on ``target``, else None."""
+    if not target.is_cpu:
+        return None
+    found = match_dot(op)
+    if found is None or not all(isinstance(t.op, PlaceholderOp) for t in (found.a, found.b)):
+        return None
+    for kind, d in KINDS.items():
+        if (found.a.dtype, found.b.dtype, found.acc) != (d.a_dtype, d.b_dtype, d.acc):
+            continue
+        if found.n % LANES or found.k % d.group:
+            return None
+        path = pick_path(kind, target)
+        return (kind, path) if path != "portable" else None
+    return None
+
+
+def mr_choices(kind: str, path: str) -> tuple[int, ...]:
+    return MR_CHOICES["neon" if KINDS[kind].machine == "aarch64" else path]
+
+
+def kc_choices(kind: str, path: str, k: int) -> tuple[int, ...]:
+    """Reductions per call: the multiples of the path's step that divide K, up to :data:`MAX_KC`."""
+    step = 64 if path == "amx" else KINDS[kind].group
+    options = [d for d in range(step, min(k, MAX_KC) + 1, step) if k % d == 0]
+    return tuple(options) or (block_sizes(kind, path, 1, k)[1],)
+
+
+def sample(op: ComputeOp, target: Target, rng: random.Random) -> tuple[dict[str, list[int]], int]:
+    """(tiles, parallel) of a random ``tensorize`` annotation of ``op``."""
+    plan = dot_plan(op, target)
+    assert plan is not None, f"{op.name}: the tensorize rule does not apply"
+    kind, path = plan
+    k = op.reduce_axis[0]
+    tiles = {
+        op.axis[0].name: [rng.choice(mr_choices(kind, path))],
+        k.name: [rng.choice(kc_choices(kind, path, as_int(k.extent)))],
+    }
+    return tiles, 1 if (target.num_threads or 1) > 1 else 0
+
+
+def knob_options(op: ComputeOp, target: Target) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
+    """(axis, one-level tile options) of the rule's grid knobs."""
+    plan = dot_plan(op, target)
+    assert plan is not None, f"{op.name}: the tensorize rule does not apply"
+    kind, path = plan
+    k = op.reduce_axis[0]
+    return [
+        (op.axis[0].name, tuple((m,) for m in mr_choices(kind, path))),
+        (k.name, tuple((c,) for c in kc_choices(kind, path, as_int(k.extent)))),
+    ]
+
+
+def apply(s: Schedule, name: str, tiles: dict[str, list[int]], parallel: int, target: Target) -> None:
+    """Lay the stage's ``B`` out, then block and tensorize it as ``tiles`` and ``parallel`` say."""
+    op = s[name].op
+    assert isinstance(op, ComputeOp)
+    plan = dot_plan(op, target)
+    assert plan is not None, f"{name}: the tensorize rule does not apply"
+    kind, path = plan
+    mr = min(tiles[op.axis[0].name][0], max(mr_choices(kind, path)))
+    kc = tiles[op.reduce_axis[0].name][0]
+    threads = target.num_threads or 1
+    packed = s.dot_layout(op.output(0), KINDS[kind].group, LANES)
+    tensorize_dot(s, s[name].op.output(0), kind, path, mr, kc, threads if parallel else 1)
+    if threads > 1:
+        s[packed].parallel(s[packed].op.axis[0])
