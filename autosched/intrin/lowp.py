@@ -98,14 +98,15 @@ def block_sizes(kind: str, path: str, m: int, k: int, mr: int = 0, kc: int = 0) 
 
 
 def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int, threads: int) -> None:
-    """Block stage ``C`` (axes ``i, j``, reductions ``ko, ki`` over a packed operand, as
-    :func:`.dot.packed_tensors` writes it) in ``mr`` rows x 16 columns x ``kc`` reductions (made
-    legal by :func:`block_sizes`) and tensorize each block with ``path``'s intrinsic; the row
-    blocks go to the threads where ``threads`` > 1."""
+    """Block stage ``C`` (data axes ``..., i, j``, reductions ``..., ko, ki`` over a packed operand,
+    as :func:`.dot.packed_tensors` and ``dot_layout`` write them) in ``mr`` rows x 16 columns x
+    ``kc`` reductions (made legal by :func:`block_sizes`) and tensorize each block with ``path``'s
+    intrinsic; the outer data axes and row blocks go to the threads where ``threads`` > 1, and
+    the other reductions (a convolution's taps) run outside the blocks."""
     group = KINDS[kind].group
     stage = s[C]
-    i, j = stage.op.axis
-    ko, ki = stage.op.reduce_axis
+    *outer, i, j = stage.op.axis
+    *taps, ko, ki = stage.op.reduce_axis
     mr, kc = block_sizes(kind, path, as_int(i.extent), as_int(ko.extent) * group, mr, kc)
     io, ii = stage.split(i, mr)
     jo, ji = stage.split(j, LANES)
@@ -114,10 +115,10 @@ def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int
     # thread the kc rows of B (all its panels) stay there for every block of rows, on several the
     # blocks of rows go to the threads in one parallel loop (one per k block was slower)
     if threads > 1:
-        stage.reorder(io, koo, jo, ii, ji, koi, ki)
-        stage.parallel(io)
+        stage.reorder(*outer, io, *taps, koo, jo, ii, ji, koi, ki)
+        stage.parallel(stage.fuse(*outer, io) if outer else io)
     else:
-        stage.reorder(koo, io, jo, ii, ji, koi, ki)
+        stage.reorder(*outer, *taps, koo, io, jo, ii, ji, koi, ki)
     if path == "amx":
         intrin = amx_intrin(kind, mr, kc)
     elif path == "avx2":

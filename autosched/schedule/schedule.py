@@ -112,7 +112,8 @@ class Schedule:
         ``k.o``, ``k.i``); returns the packed tensor."""
         name = self.stage_name(tensor)
         self.apply(st.DotLayoutStep(name, int(group), int(lanes)))
-        return self.stages[name].op.input_tensors[-1]  # the rewrite reads A, then the packed operand
+        names = list(self.stages)
+        return self.stages[names[names.index(name) - 1]].op.output(0)  # inserted just before the stage
 
     def normalize(self) -> Schedule:
         """te's normalize (loops start at 0): autosched's loops always do, so this changes nothing."""

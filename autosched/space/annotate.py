@@ -162,6 +162,8 @@ def sample_annotation(
         elif plan.rule == "tensorize":
             ann.tiles[plan.stage], ann.parallel[plan.stage] = tensorize.sample(op, target, rng)
             continue
+        elif plan.rule == "root":  # as "simple", its location fixed (none to mutate)
+            ann.vectorize[plan.stage] = rng.random() < 0.8
         if plan.rule not in ("inline", "fused"):
             attached = ann.location.get(plan.stage, "root") != "root"
             if threads == 1 or attached:
@@ -259,7 +261,7 @@ def apply_sketch(sketch: Sketch, ann: Annotation, outputs: Sequence[Tensor], tar
             _tile_fused(s, s[cache], s[plan.stage], ann, plan.stage, target)
         elif rule == "rfactor":
             _rfactor(s, plan.stage, ann, target)
-        elif rule == "simple":
+        elif rule in ("simple", "root"):
             _simple(s, s[plan.stage], ann, plan.stage, target)
         elif rule == "tensorize":
             tensorize.apply(s, plan.stage, ann.tiles[plan.stage], ann.parallel.get(plan.stage, 0), target)

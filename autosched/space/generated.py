@@ -181,7 +181,7 @@ def sketch_knobs(
             axis = op.reduce_axis[0]
             factors = [d for d in divisors(axis.extent) if d > 1] or [1]
             knobs.append(GridKnob("tiles", name, tuple((d,) for d in factors), axis.name))
-        elif plan.rule == "simple":
+        elif plan.rule in ("simple", "root"):
             knobs.append(GridKnob("vectorize", name, (False, True)))
         elif plan.rule == "tensorize":
             options = tensorize.knob_options(op, target)

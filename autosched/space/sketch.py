@@ -12,7 +12,9 @@ A sketch fixes a program's structure, stage by stage, from the output back to th
 - ``rfactor``     a reduction with little spatial parallelism is split into partial reductions;
 - ``simple``      any other stage keeps its loops; annotation decides its place and loop kinds;
 - ``tensorize``   a matmul-like stage over a dot-product intrinsic's input types has its operand
-                  laid out for the intrinsic and its blocks tensorized (:mod:`.tensorize`).
+                  laid out for the intrinsic and its blocks tensorized (:mod:`.tensorize`);
+- ``root``        a stage that a tensorized stage reads as its ``A`` is computed at the root,
+                  as ``simple`` places it there (inlined, the intrinsic would not match).
 
 Where a stage admits several rules the sketches enumerate them, so a workload has a handful of
 sketches. Annotation (``annotate.py``) fills the holes: tile sizes, parallel and vector loops,
@@ -35,6 +37,7 @@ from ..expr import (
 )
 from ..schedule.analysis import consumers, has_data_reuse, is_fusible_consumer, is_strict_inlinable
 from ..target import Target
+from . import tensorize
 from .tensorize import dot_plan
 
 
@@ -127,7 +130,15 @@ def generate_sketches(
                     )
                 grown.append((*partial, option))
         sketches = grown
-    return [Sketch(plans) for plans in sketches]
+    return [Sketch(_rooted_operands(plans, ops)) for plans in sketches]
+
+
+def _rooted_operands(plans: tuple[StagePlan, ...], ops: Sequence[ComputeOp]) -> tuple[StagePlan, ...]:
+    """``plans`` with the stage that each tensorized stage reads as ``A`` computed at the root."""
+    by_name = {op.name: op for op in ops}
+    rooted = {tensorize.operands(by_name[p.stage])[0].op.name for p in plans if p.rule == "tensorize"}
+    return tuple(StagePlan(p.stage, "root") if p.stage in rooted and p.rule in ("inline", "simple") else p
+                 for p in plans)  # fmt: skip
 
 
 def tiled_stages(sketch: Sketch) -> list[StagePlan]:

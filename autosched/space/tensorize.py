@@ -1,25 +1,26 @@
 """The ``tensorize`` sketch rule (MetaSchedule's auto-tensorization, for the dot-product intrinsics): a
-stage that computes ``sum(A[i, k].astype(acc) * B[k, j].astype(acc), k)`` over the input types
+stage that computes ``sum(A[..., k].astype(acc) * B[..., k, ..., j].astype(acc))`` (a matmul, a
+batched matmul, an NHWC convolution: :mod:`autosched.schedule.dot_layout`) over the input types
 of a dot-product kind (u8 x s8 -> s32 on x86; s8 x s8 and u8 x u8 -> s32 on AArch64; bf16 ->
 f32) gets a sketch in which ``B`` is laid out in the kind's panels (``dot_layout``) and each
-block of ``mr`` rows x 16 columns x ``kc`` reductions is one call of the fastest intrinsic the
-target allows (VNNI, AVX2, AMX, NEON dot products: :func:`autosched.intrin.lowp.pick_path`).
-No schedule is written for the operator: a user's own int8 matmul finds the intrinsic in the
-search.
+block of ``mr`` rows (of the stage's axis ``i``, the one before last) x 16 columns x ``kc``
+reductions is one call of the fastest intrinsic the target allows (VNNI, AVX2, AMX, NEON dot
+products: :func:`autosched.intrin.lowp.pick_path`). No schedule is written for the operator: a
+user's own int8 matmul or convolution finds the intrinsic in the search.
 
 The annotation draws ``mr`` (among the sizes that keep the path's accumulators in registers)
 and ``kc`` (multiples of the kind's ``k`` group dividing K) as one-level tiles of the stage's
-``i`` and ``k`` axes, so mutation and crossover treat them as any tile; whether the row blocks
-go to the threads is its ``parallel``. Operands must be inputs of the operator (a computed one
-could be inlined into the stage after the layout, which the intrinsic would no longer match);
-N must divide by 16 and K by the group.
+``i`` and ``k`` axes, so mutation and crossover treat them as any tile; whether the outer loops
+go to the threads is its ``parallel``. A computed ``A`` (a padding stage) is computed at the
+root (the sketch's ``root`` rule): inlined into the stage, the intrinsic would no longer match
+it. N must divide by 16 and K by the group.
 """
 
 from __future__ import annotations
 
 import random
 
-from ..expr import ComputeOp, PlaceholderOp, as_int
+from ..expr import ComputeOp, IterVar, Tensor, as_int
 from ..intrin.dot import KINDS, LANES
 from ..intrin.lowp import block_sizes, pick_path, tensorize_dot
 from ..schedule import Schedule
@@ -37,12 +38,12 @@ def dot_plan(op: ComputeOp, target: Target) -> tuple[str, str] | None:
     if not target.is_cpu:
         return None
     found = match_dot(op)
-    if found is None or not all(isinstance(t.op, PlaceholderOp) for t in (found.a, found.b)):
+    if found is None:
         return None
     for kind, d in KINDS.items():
         if (found.a.dtype, found.b.dtype, found.acc) != (d.a_dtype, d.b_dtype, d.acc):
             continue
-        if found.n % LANES or found.k % d.group:
+        if found.n % LANES or found.kk % d.group:
             return None
         path = pick_path(kind, target)
         return (kind, path) if path != "portable" else None
@@ -60,14 +61,26 @@ def kc_choices(kind: str, path: str, k: int) -> tuple[int, ...]:
     return tuple(options) or (block_sizes(kind, path, 1, k)[1],)
 
 
+def _axes(op: ComputeOp) -> tuple[str, IterVar]:
+    """The name of the stage's row axis ``i`` and its reduce axis ``k``."""
+    found = match_dot(op)
+    assert found is not None, f"{op.name}: the tensorize rule does not apply"
+    return op.axis[-2].name, found.k
+
+
+def operands(op: ComputeOp) -> tuple[Tensor, Tensor]:
+    """``(A, B)`` of a stage the rule applies to."""
+    found = match_dot(op)
+    assert found is not None, f"{op.name}: the tensorize rule does not apply"
+    return found.a.tensor, found.b.tensor
+
+
 def sample(op: ComputeOp, target: Target, rng: random.Random) -> tuple[dict[str, list[int]], int]:
     """(tiles, parallel) of a random ``tensorize`` annotation of ``op``."""
-    plan = dot_plan(op, target)
-    assert plan is not None, f"{op.name}: the tensorize rule does not apply"
-    kind, path = plan
-    k = op.reduce_axis[0]
+    kind, path = _plan(op, target)
+    i, k = _axes(op)
     tiles = {
-        op.axis[0].name: [rng.choice(mr_choices(kind, path))],
+        i: [rng.choice(mr_choices(kind, path))],
         k.name: [rng.choice(kc_choices(kind, path, as_int(k.extent)))],
     }
     return tiles, 1 if (target.num_threads or 1) > 1 else 0
@@ -75,12 +88,10 @@ def sample(op: ComputeOp, target: Target, rng: random.Random) -> tuple[dict[str,
 
 def knob_options(op: ComputeOp, target: Target) -> list[tuple[str, tuple[tuple[int, ...], ...]]]:
     """(axis, one-level tile options) of the rule's grid knobs."""
-    plan = dot_plan(op, target)
-    assert plan is not None, f"{op.name}: the tensorize rule does not apply"
-    kind, path = plan
-    k = op.reduce_axis[0]
+    kind, path = _plan(op, target)
+    i, k = _axes(op)
     return [
-        (op.axis[0].name, tuple((m,) for m in mr_choices(kind, path))),
+        (i, tuple((m,) for m in mr_choices(kind, path))),
         (k.name, tuple((c,) for c in kc_choices(kind, path, as_int(k.extent)))),
     ]
 
@@ -89,13 +100,17 @@ def apply(s: Schedule, name: str, tiles: dict[str, list[int]], parallel: int, ta
     """Lay the stage's ``B`` out, then block and tensorize it as ``tiles`` and ``parallel`` say."""
     op = s[name].op
     assert isinstance(op, ComputeOp)
-    plan = dot_plan(op, target)
-    assert plan is not None, f"{name}: the tensorize rule does not apply"
-    kind, path = plan
-    mr = min(tiles[op.axis[0].name][0], max(mr_choices(kind, path)))
-    kc = tiles[op.reduce_axis[0].name][0]
+    kind, path = _plan(op, target)
+    i, k = _axes(op)
+    mr = min(tiles[i][0], max(mr_choices(kind, path)))
     threads = target.num_threads or 1
     packed = s.dot_layout(op.output(0), KINDS[kind].group, LANES)
-    tensorize_dot(s, s[name].op.output(0), kind, path, mr, kc, threads if parallel else 1)
+    tensorize_dot(s, s[name].op.output(0), kind, path, mr, tiles[k.name][0], threads if parallel else 1)
     if threads > 1:
         s[packed].parallel(s[packed].op.axis[0])
+
+
+def _plan(op: ComputeOp, target: Target) -> tuple[str, str]:
+    plan = dot_plan(op, target)
+    assert plan is not None, f"{op.name}: the tensorize rule does not apply"
+    return plan
