@@ -6,6 +6,7 @@ fresh process."""
 
 from __future__ import annotations
 
+import gzip
 import random
 import subprocess
 import sys
@@ -16,7 +17,9 @@ import numpy as np
 import pytest
 
 import autosched as asc
+from autosched.boards import RemoteBuilder
 from autosched.expr import Expr, Var
+from autosched.runner.measure import MeasureErrorNo, MeasureInput
 from autosched.schedule import ScheduleError
 from autosched.schedule.steps import Step
 from autosched.space.generated import SketchSpace
@@ -285,3 +288,44 @@ def test_a_user_int8_matmul_tunes_to_the_intrinsic_and_replays_in_a_fresh_proces
     done = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "exact", done.stderr[-2000:]
     assert "passed over" not in done.stderr  # the best record replayed: its intrinsic declared by name
+
+
+@asc.workload("test_user_dot_mm")
+def user_dot_mm(m: int, n: int, k: int, dtype: str) -> list[asc.Tensor]:
+    """s8 x s8 or u8 x u8 -> s32: AArch64's sdot / udot kinds."""
+    return int8_matmul(m, n, k, a_dtype=dtype, b_dtype=dtype)
+
+
+@pytest.mark.requires("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump", "qemu-aarch64")
+@pytest.mark.parametrize("dtype, kind", [("int8", "sdot"), ("uint8", "udot")])
+def test_the_tensorize_sketch_takes_neon_dot_products_on_an_aarch64_target(
+    dtype: str, kind: str, tmp_path: Path
+) -> None:
+    """The same rule on another architecture: a cross target whose -mattr allows dotprod gets sdot
+    or udot, built by the board builder and run bit-exact under qemu-aarch64 -cpu max."""
+    target = "c -cc=aarch64-linux-gnu-gcc -num-threads=1 -mattr=asimddp"
+    task = asc.Task("test_user_dot_mm", (13, 32, 68, dtype), target=target)
+    space = SketchSpace(task.workload, target)
+    index = _rules(space).index("tensorize")
+    rng = random.Random(1)
+    program = next(p for p in iter(lambda: space.sample(rng), None) if p.sketch == index)
+    steps = space.steps(program)
+    assert any(st.kind == "tensorize" and st.intrin.startswith(f"dot_{kind}_") for st in steps)
+    (built,) = RemoteBuilder(cache_dir=tmp_path / "cache").build([MeasureInput(task, steps)])
+    assert built.error_no == MeasureErrorNo.NO_ERROR and built.lib_path, built.error_msg
+    exe = tmp_path / "candidate"
+    exe.write_bytes(gzip.decompress(Path(built.lib_path).read_bytes()))
+    exe.chmod(0o755)
+    lo, np_type = (-128, np.int8) if kind == "sdot" else (0, np.uint8)
+    a = RNG.integers(lo, lo + 256, (13, 68)).astype(np_type)
+    w = RNG.integers(lo, lo + 256, (68, 32)).astype(np_type)
+    a[0, :], w[:, 0] = (-128, -128) if kind == "sdot" else (255, 255)  # the largest products
+    a.tofile(tmp_path / "in0.bin")
+    w.tofile(tmp_path / "in1.bin")
+    run = subprocess.run(["qemu-aarch64", "-cpu", "max", str(exe), str(tmp_path), "1", "1", "0", "0", "0"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    c = np.fromfile(tmp_path / "out0.bin", np.int32).reshape(13, 32)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ w.astype(np.int32))
+    dis = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(exe)], capture_output=True, text=True)
+    assert kind in {w for line in dis.stdout.splitlines() for w in line.split("\t")[2:3]}
