@@ -51,6 +51,7 @@ def dot_plan(op: ComputeOp, target: Target) -> tuple[str, str] | None:
 
 
 def mr_choices(kind: str, path: str) -> tuple[int, ...]:
+    """Rows per intrinsic call that annotation draws for ``kind`` on ``path``."""
     return MR_CHOICES["neon" if KINDS[kind].machine == "aarch64" else path]
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import autosched as asc
+from autosched.emit_c.printer import UNROLL_HINT_MAX
 from autosched.expr import Var, const
 from autosched.lower import lower
 from autosched.lower.bounds import infer_region
@@ -174,6 +175,23 @@ def test_auto_unroll_expands_small_nests_and_hints_innermost_larger_ones() -> No
     s2[B].pragma(io, "auto_unroll_max_step", 16)
     kinds = {lp.var.name: lp.kind for lp in _loops(lower(s2, [A, B]).body, [])}
     assert kinds == {"B.a.outer": "serial", "B.b.outer": "serial", "B.a.inner": "serial"}  # 24 > 16
+
+
+def test_a_long_hinted_loop_asks_the_compiler_for_a_bounded_unroll() -> None:
+    """A 300-iteration reduction under a pragma of 512 is left to the C compiler, which is asked to
+    unroll it by UNROLL_HINT_MAX, not completely (gcc took 2-9 s to compile such a loop unrolled
+    whole); a hinted loop within the bound keeps its full count."""
+    A = asc.placeholder((3, 300), name="A")
+    k = asc.reduce_axis(300, name="k")
+    S = asc.compute((3,), lambda i: asc.sum(asc.exp(A[i, k]), axis=k), name="S")
+    s = asc.create_schedule(S)
+    s[S].pragma(S.op.axis[0], "auto_unroll_max_step", 512)
+    source = asc.emit(s, [A, S], "c")
+    assert f"#pragma GCC unroll {UNROLL_HINT_MAX}\n" in source and "unroll 300" not in source
+    B = asc.compute((3, 40), lambda i, j: A[i, j] * 2.0, name="B")
+    s = asc.create_schedule(B)
+    s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 512)
+    assert "#pragma GCC unroll 40\n" in asc.emit(s, [A, B], "c")
 
 
 @pytest.mark.requires("gcc")
