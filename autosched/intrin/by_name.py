@@ -19,7 +19,8 @@ _NUM = r"([1-9][0-9]{0,4})"
 PATTERNS: list[tuple[re.Pattern[str], Callable[..., TensorIntrin]]] = [
     (re.compile(rf"dot_(vnni|bf16|sdot|udot)_{_NUM}x{_NUM}(_portable)?"),
      lambda kind, mr, kc, portable: dot_intrin(kind, int(mr), int(kc), portable=bool(portable))),
-    (re.compile(rf"dot_avx2_{_NUM}x{_NUM}"), lambda mr, kc: avx2_dot_intrin(int(mr), int(kc))),
+    (re.compile(rf"dot_avx2_(?:(sdot|udot)_)?{_NUM}x{_NUM}"),
+     lambda kind, mr, kc: avx2_dot_intrin(int(mr), int(kc), kind or "vnni")),
     (re.compile(rf"amx_(vnni|bf16)_{_NUM}x{_NUM}"), lambda kind, mr, kc: amx_intrin(kind, int(mr), int(kc))),
     (re.compile(rf"gemm_ukernel_{_NUM}x{_NUM}x{_NUM}_(float32|float64)_(auto|portable|avx2|avx512|neon)"),
      lambda mr, nr, kc, dtype, isa: gemm_ukernel(int(mr), int(nr), int(kc), dtype, isa)),

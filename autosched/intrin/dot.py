@@ -31,8 +31,9 @@ LANES = 16  # output columns per call: one 512-bit vector of int32 or float32 (f
 @dataclass(frozen=True, slots=True)
 class DotKind:
     """One family of dot-product instructions: input dtypes, accumulator, ``k`` per lane, the CPU
-    extensions its vector path needs (``/proc/cpuinfo`` names), gcc's target attribute and the
-    architecture it exists on (:attr:`Target.machine`)."""
+    extensions its vector path (:func:`dot_intrin`) needs (``/proc/cpuinfo`` names), gcc's target
+    attribute and the architecture that path exists on (:attr:`Target.machine`; the 8-bit kinds
+    also have an AVX2 path on x86, :mod:`.dot_avx2`)."""
 
     name: str
     a_dtype: str

@@ -1,9 +1,8 @@
 """Default schedules of low-precision matmuls over a packed weight (:func:`.dot.packed_tensors`):
 u8 x s8 -> s32 through AMX tiles, AVX-512 VNNI or AVX2's ``vpmaddwd``, bf16 -> f32 through AMX or
-AVX512-BF16, and on
-AArch64 s8 x s8 / u8 x u8 -> s32 through NEON ``sdot`` / ``udot``, picked from the CPU extensions
-the target may use (``-mattr``, the host's by default: a cross target names them, e.g.
-``c -cc=aarch64-linux-gnu-gcc -mattr=asimddp``)."""
+AVX512-BF16, s8 x s8 / u8 x u8 -> s32 through NEON ``sdot`` / ``udot`` on AArch64 and AVX2 on
+x86, picked from the CPU extensions the target may use (``-mattr``, the host's by default: a
+cross target names them, e.g. ``c -cc=aarch64-linux-gnu-gcc -mattr=asimddp``)."""
 
 from __future__ import annotations
 
@@ -16,12 +15,15 @@ from .dot_avx2 import REQUIRES as AVX2_REQUIRES
 from .dot_avx2 import avx2_dot_intrin
 from .isa import target_extensions
 
-#: (intrinsic family, kind) -> the CPU extensions it needs, best first per kind
+X86, ARM = "x86_64", "aarch64"
+#: kind -> its paths, best first: (intrinsic family, the CPU extensions it needs, its architecture)
 PATHS = {
-    "vnni": (("amx", ("amx_tile", "amx_int8")), ("dot", ("avx512_vnni",)), ("avx2", AVX2_REQUIRES)),
-    "bf16": (("amx", ("amx_tile", "amx_bf16")), ("dot", ("avx512_bf16",))),
-    "sdot": (("dot", ("asimddp",)),),
-    "udot": (("dot", ("asimddp",)),),
+    "vnni": (
+        ("amx", ("amx_tile", "amx_int8"), X86), ("dot", ("avx512_vnni",), X86), ("avx2", AVX2_REQUIRES, X86),
+    ),
+    "bf16": (("amx", ("amx_tile", "amx_bf16"), X86), ("dot", ("avx512_bf16",), X86)),
+    "sdot": (("dot", ("asimddp",), ARM), ("avx2", AVX2_REQUIRES, X86)),
+    "udot": (("dot", ("asimddp",), ARM), ("avx2", AVX2_REQUIRES, X86)),
 }
 
 #: rows per block where the path fixes it: AMX's C tiles; AVX2's 16 vector registers (.dot_avx2)
@@ -29,14 +31,12 @@ MR = {"amx": 32, "avx2": 2}
 
 
 def pick_path(kind: str, target: Target | str = "c") -> str:
-    """``"amx"``, ``"dot"`` or ``"portable"``: the fastest path of ``kind`` whose extensions the
-    target allows."""
+    """``"amx"``, ``"dot"``, ``"avx2"`` or ``"portable"``: the fastest path of ``kind`` for the
+    target's architecture whose extensions the target allows."""
     tgt = Target.parse(target)
-    if KINDS[kind].machine != tgt.machine:  # -mattr names another architecture's extensions
-        return "portable"
     allowed = set(target_extensions(tgt))
-    for path, needs in PATHS[kind]:
-        if allowed.issuperset(needs):
+    for path, needs, machine in PATHS[kind]:
+        if machine == tgt.machine and allowed.issuperset(needs):  # -mattr may name another's
             return path
     return "portable"
 
@@ -56,22 +56,21 @@ def matmul_lowp(
 ) -> Schedule:
     """``C[i, j] = sum(A[i, k] * B[k, j])`` over a packed ``B`` (see :func:`.dot.packed_tensors`):
     per block of ``mr`` rows (in parallel on a multi-threaded target) and ``kc`` reductions, one
-    intrinsic call per 16 columns; ``path`` (``"amx"``, ``"dot"``, ``"portable"``; default: the
-    best the target allows) picks the intrinsic. Shapes that do not divide by ``mr`` or ``kc`` run
-    the plain loop nest on the partial tiles."""
+    intrinsic call per 16 columns; ``path`` (``"amx"``, ``"dot"``, ``"avx2"``, ``"portable"``;
+    default: the best the target allows) picks the intrinsic. Shapes that do not divide by ``mr``
+    or ``kc`` run the plain loop nest on the partial tiles."""
     tgt = Target.parse(target)
     A, B, C = tensors
     kind = _kind_of(A, B, C)
-    d = KINDS[kind]
     path = path or pick_path(kind, tgt)
-    if path not in {p for p, _ in PATHS[kind]} | {"portable"}:
+    machines = {p: machine for p, _, machine in PATHS[kind]}
+    if path not in [*machines, "portable"]:
         raise ValueError(
-            f"matmul_lowp: path must be {', '.join(p for p, _ in PATHS[kind])} or portable "
-            f"for {kind}, got {path!r}"
+            f"matmul_lowp: path must be {', '.join(machines)} or portable for {kind}, got {path!r}"
         )
-    if path != "portable" and d.machine != tgt.machine:
+    if path != "portable" and machines[path] != tgt.machine:
         raise ValueError(
-            f"matmul_lowp: the {path} path of {kind} runs on {d.machine}, not on this {tgt.machine} "
+            f"matmul_lowp: the {path} path of {kind} runs on {machines[path]}, not on this {tgt.machine} "
             "target (its -cc); use path='portable'"
         )
     M, K = A.shape
@@ -122,7 +121,7 @@ def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int
     if path == "amx":
         intrin = amx_intrin(kind, mr, kc)
     elif path == "avx2":
-        intrin = avx2_dot_intrin(mr, kc)
+        intrin = avx2_dot_intrin(mr, kc, kind)
     else:
         intrin = dot_intrin(kind, mr, kc, portable=path == "portable")
     stage.tensorize(ii, intrin)

@@ -52,7 +52,7 @@ def dot_plan(op: ComputeOp, target: Target) -> tuple[str, str] | None:
 
 def mr_choices(kind: str, path: str) -> tuple[int, ...]:
     """Rows per intrinsic call that annotation draws for ``kind`` on ``path``."""
-    return MR_CHOICES["neon" if KINDS[kind].machine == "aarch64" else path]
+    return MR_CHOICES["neon" if path == "dot" and KINDS[kind].machine == "aarch64" else path]
 
 
 def kc_choices(kind: str, path: str, k: int) -> tuple[int, ...]:

@@ -168,7 +168,7 @@ def test_bad_input_is_refused_in_one_line_before_any_c_runs() -> None:
             ValueError, match="the dot path of sdot runs on aarch64, not on this x86_64 target"
         ):
             matmul_lowp(S, "c", path="dot")
-    with pytest.raises(ValueError, match="path must be dot or portable for sdot, got 'amx'"):
+    with pytest.raises(ValueError, match="path must be dot, avx2 or portable for sdot, got 'amx'"):
         matmul_lowp(S, DOT, path="amx")
     with pytest.raises(ValueError, match="is not a C identifier"):
         c_cpu_check(("asimddp",), 'x"); system("')

@@ -185,6 +185,29 @@ def test_avx2_int8_kernel_is_bit_exact_and_names_its_extension(m: int, mr: int, 
     assert "_mm256_madd_epi16" in source and "maddubs" not in source
 
 
+@pytest.mark.requires("gcc", "avx2")
+@pytest.mark.parametrize(
+    "kind, a_range, b_range", [("sdot", (-128, 128), (-128, 128)), ("udot", (0, 256), (0, 256))]
+)
+def test_avx2_signed_and_unsigned_pairs_are_bit_exact_too(
+    kind: str, a_range: tuple[int, int], b_range: tuple[int, int]
+) -> None:
+    """s8 x s8 and u8 x u8 (the NEON kinds' types) on x86 take the AVX2 path, each operand widened
+    by its own sign."""
+    assert pick_path(kind, "c -mattr=avx2") == "avx2" and pick_path(kind, "c -mattr=none") == "portable"
+    a_type = np.int8 if a_range[0] < 0 else np.uint8
+    a = RNG.integers(*a_range, (21, 64)).astype(a_type)
+    b = RNG.integers(*b_range, (64, 32)).astype(a_type)
+    a[0, :], b[:, 0] = a_range[0] if kind == "sdot" else 255, b_range[0] if kind == "sdot" else 255
+    b[:, 1] = b_range[1] - 1
+    T = packed_tensors(21, 32, 64, kind)
+    f = asc.build(matmul_lowp(T, "c -mattr=avx2", mr=3, kc=32), T, "c -mattr=avx2")
+    c = np.zeros((21, 32), np.int32)
+    f(a, pack_b(b, 4), c)
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    assert kernel_extensions(_loaded_path(f)) == ("avx2",)
+
+
 @pytest.mark.requires("gcc", "avx512_bf16")
 def test_avx512_bf16_kernel_matches_float32_sums() -> None:
     a = RNG.standard_normal((33, 128)).astype(ml_dtypes.bfloat16)
@@ -228,8 +251,8 @@ def test_x86_dot_and_amx_kernels_build_without_warnings(kind: str, target: str, 
 def test_library_intrinsics_are_declared_again_from_their_recorded_names() -> None:
     """A record names its intrinsic; a process that never built the schedule declares it from the
     name (so a tuned record replays anywhere), and a name no pattern reads is not the library's."""
-    for name in ("dot_avx2_3x256", "dot_vnni_8x512", "dot_sdot_4x64_portable", "amx_bf16_32x512",
-                 "gemm_ukernel_6x16x256_float32_auto"):  # fmt: skip
+    for name in ("dot_avx2_3x256", "dot_avx2_sdot_2x64", "dot_vnni_8x512", "dot_sdot_4x64_portable",
+                 "amx_bf16_32x512", "gemm_ukernel_6x16x256_float32_auto"):  # fmt: skip
         INTRINS.pop(name, None)
         intrin = lookup_intrin(name)
         assert intrin is not None and intrin.name == name and INTRINS[name] is intrin

@@ -19,6 +19,7 @@ import pytest
 import autosched as asc
 from autosched.boards import RemoteBuilder
 from autosched.expr import Expr, Var
+from autosched.records import append_records
 from autosched.runner.measure import MeasureErrorNo, MeasureInput
 from autosched.schedule import ScheduleError
 from autosched.schedule.steps import Step
@@ -251,10 +252,12 @@ def test_programs_of_the_tensorize_sketch_equal_numpy(name: str, shape: tuple[in
 
 @pytest.mark.requires("gcc", "avx2")
 def test_a_user_int8_matmul_tunes_to_the_intrinsic_and_replays_in_a_fresh_process(tmp_path: Path) -> None:
-    """In real processes, as a script would: tune the operator (no schedule written for it), then
-    load its best in another process. At 256^3 the tensorized programs ran 5-6x faster than the
-    best loop nest here (AVX2, 2 threads), so the best record is one of them."""
+    """In real processes, as a script would: tune the operator (no schedule written for it); the
+    search measures tensorized programs; in another process the fastest of them, alone in a log,
+    replays (its intrinsic declared from its recorded name) and so does the run's best, both
+    exact. Which program is fastest is the benchmark's business (bench_auto_tensorize.py)."""
     define = textwrap.dedent(f'''
+        import sys
         import numpy as np, autosched as asc
         @asc.workload("user_int8_mm")
         def user_int8_mm(m, n, k):
@@ -266,28 +269,29 @@ def test_a_user_int8_matmul_tunes_to_the_intrinsic_and_replays_in_a_fresh_proces
             )
             return [A, W, C]
         task = asc.Task("user_int8_mm", (256, 256, 256), target="{AVX2}")
-        log = {str(tmp_path / "log.jsonl")!r}
     ''')
-    tune = define + "result = asc.tune(task, trials=24, log=log, seed=3)\nprint(result.valid_trials)\n"
+    log = tmp_path / "log.jsonl"
+    tune = define + f"asc.tune(task, trials=24, log={str(log)!r}, seed=3)\n"
     done = subprocess.run([sys.executable, "-c", tune], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    records = [r for r in asc.load_records(tmp_path / "log.jsonl") if r.ok]
-    assert len(records) >= 20
-    best = min(records, key=lambda r: r.median)
-    assert [st.kind for st in best.steps][0] == "dot_layout"
+    records = [r for r in asc.load_records(log) if r.ok]
+    tensorized = [r for r in records if r.steps[0].kind == "dot_layout"]
+    assert len(records) >= 20 and tensorized, [r.steps[0].kind for r in records]
+    alone = tmp_path / "tensorized.jsonl"
+    append_records(alone, [min(tensorized, key=lambda r: r.median)])
     use = define + textwrap.dedent('''
-        f = asc.load_best(log, task)
-        rng = np.random.default_rng(0)
-        a = rng.integers(0, 256, (256, 256)).astype(np.uint8)
-        w = rng.integers(-128, 128, (256, 256)).astype(np.int8)
-        c = np.zeros((256, 256), np.int32)
-        f(a, w, c)
-        assert (c == a.astype(np.int32) @ w.astype(np.int32)).all()
+        a = np.random.default_rng(0).integers(0, 256, (256, 256)).astype(np.uint8)
+        w = np.random.default_rng(1).integers(-128, 128, (256, 256)).astype(np.int8)
+        for log in sys.argv[1:]:
+            c = np.zeros((256, 256), np.int32)
+            asc.load_best(log, task)(a, w, c)
+            assert (c == a.astype(np.int32) @ w.astype(np.int32)).all(), log
         print("exact")
     ''')
-    done = subprocess.run([sys.executable, "-c", use], capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-c", use, str(alone), str(log)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "exact", done.stderr[-2000:]
-    assert "passed over" not in done.stderr  # the best record replayed: its intrinsic declared by name
+    assert "passed over" not in done.stderr  # the records replayed: the intrinsic declared by name
 
 
 @asc.workload("test_user_dot_mm")
