@@ -14,6 +14,7 @@ from ..te.intrin import lookup_intrin
 from . import steps as st
 from .dot_layout import make_dot_layout_ops
 from .stage import ScheduleError, ScheduleLike, Stage
+from .transform import split_stage
 
 
 def _tensorize(s: ScheduleLike, stage: Stage, step: st.TensorizeStep) -> None:
@@ -40,12 +41,8 @@ def _dot_layout(s: ScheduleLike, stage: Stage, step: st.DotLayoutStep) -> None:
         raise ScheduleError(
             f"dot_layout: group must be 1, 2 or 4 and lanes 4, 8 or 16, got {step.group}, {step.lanes}"
         )
-    try:
-        packed, new = make_dot_layout_ops(stage.op, step.group, step.lanes)
-    except ValueError as err:
-        raise ScheduleError(str(err)) from None
-    s.insert_stage(packed, before=stage.name)
-    stage.reset(new)
+    op = stage.op
+    split_stage(s, stage, lambda: make_dot_layout_ops(op, step.group, step.lanes))
 
 
 HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {

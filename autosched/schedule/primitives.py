@@ -25,7 +25,7 @@ from .stage import (
     thread_axis,
 )
 from .storage import HANDLERS as STORAGE_HANDLERS
-from .transform import copy_op, make_cache_op, make_rfactor_ops
+from .transform import copy_op, make_cache_op, make_rfactor_ops, split_stage
 
 
 def _leaf(stage: Stage, axis: str) -> int:
@@ -297,12 +297,7 @@ def _rfactor(s: ScheduleLike, stage: Stage, step: st.RfactorStep) -> None:
         raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
     if split is not None and split.parent not in {iv.name for iv in op.reduce_axis}:
         raise ScheduleError("rfactor supports an axis from at most one split of a root reduction axis")
-    try:
-        rf_op, new_op = make_rfactor_ops(op, step.axis, split, step.factor_axis)
-    except ValueError as err:
-        raise ScheduleError(str(err)) from None
-    s.insert_stage(rf_op, before=stage.name)
-    stage.reset(new_op)
+    split_stage(s, stage, lambda: make_rfactor_ops(op, step.axis, split, step.factor_axis))
 
 
 HANDLERS: dict[type, Callable[[ScheduleLike, Stage, Any], None]] = {

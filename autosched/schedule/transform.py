@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..expr import (
     CommReducer,
@@ -22,9 +22,20 @@ from ..expr import (
     substitute,
 )
 from ..te.extent import ext_ceil_div, ext_mul
-from .stage import SplitRel
+from .stage import ScheduleError, ScheduleLike, SplitRel, Stage
 
 IDENTITY = {"sum": 0, "max": float("-inf"), "min": float("inf")}
+
+
+def split_stage(s: ScheduleLike, stage: Stage, make: Callable[[], tuple[ComputeOp, ComputeOp]]) -> None:
+    """Replace ``stage`` by the two ops ``make`` returns: a new stage placed just before it, then its
+    own new op; a ``ValueError`` of ``make`` (the DAG rewrite refusing) becomes a ``ScheduleError``."""
+    try:
+        first, replacement = make()
+    except ValueError as err:
+        raise ScheduleError(str(err)) from None
+    s.insert_stage(first, before=stage.name)
+    stage.reset(replacement)
 
 
 def make_cache_op(op: ComputeOp, cache_name: str) -> tuple[ComputeOp, ComputeOp]:
