@@ -78,7 +78,7 @@ def variants(name: str, args: Args) -> dict[str, tuple[str, Args]]:
         if groups != 1 or k % 8:
             return {"network": (name, args)}
         packed = ("fused_conv2d_packed", (*args[:9], _block(k), *args[10:]))
-        flat = runs_flat(c, r, s, stride, pad)
+        flat = runs_flat(c, r, s, stride, pad, k)
         return {"network": (name, args) if flat else packed, "other": packed if flat else (name, args)}
     w = dims(str(args[1]))
     transposed = name == "fused_conv_transpose"

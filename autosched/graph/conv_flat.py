@@ -57,11 +57,23 @@ def is_pointwise(r: int, s: int, stride: int, pad: int) -> bool:
     return r == s == 1 and stride == 1 and pad == 0
 
 
-def runs_flat(c: int, r: int, s: int, stride: int, pad: int) -> bool:
-    """Whether a convolution of one group of ``c`` input channels and an (r, s) window is
-    computed flat (``fused_conv2d``) on a CPU rather than with a packed kernel: a 1x1 one of
-    stride 1 (a matrix product), or one of fewer than :data:`FLAT_REDUCTION` values per output."""
-    return is_pointwise(r, s, stride, pad) or c * r * s < FLAT_REDUCTION
+#: input and output channels from which a 1x1 convolution of stride 1 runs with its kernel packed
+#: rather than flat: with fewer input channels (MobileNet-V2's expansions, 16-96) flat was up to
+#: 1.6x faster; with both (ResNet-50's 1x1 layers from 128 channels) packed was 1.0-1.5x faster
+#: (2 threads, AMD EPYC Zen 3, weights and outputs out of cache as in a network:
+#: benchmarks/bench_pointwise.py). Projections to fewer outputs (MobileNet-V2's 24 and 32
+#: channels) stay flat: two runs disagreed on which is faster (by 1.2-1.3x either way)
+POINTWISE_PACKED = (128, 64)
+
+
+def runs_flat(c: int, r: int, s: int, stride: int, pad: int, k: int) -> bool:
+    """Whether a convolution of one group of ``c`` input channels, ``k`` output channels and an
+    (r, s) window is computed flat (``fused_conv2d``) on a CPU rather than with a packed kernel: a
+    1x1 one of stride 1 (a matrix product) with fewer channels than :data:`POINTWISE_PACKED`, or
+    one of fewer than :data:`FLAT_REDUCTION` values per output."""
+    if is_pointwise(r, s, stride, pad):
+        return c < POINTWISE_PACKED[0] or k < POINTWISE_PACKED[1]
+    return c * r * s < FLAT_REDUCTION
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ rewrites a graph for a C target: each convolution (2-D, N-d or transposed) of on
 weight is a constant and whose output channels a block divides reads a packed copy of its weight
 (``fused_conv2d_packed``'s layout; N-d and transposed ones :mod:`.conv_packed`'s), made once here,
 as onnxruntime and oneDNN pack weights when a model is loaded; but a 2-D one computed over flat
-pixels (:func:`.conv_flat.runs_flat`: 1x1 of stride 1, or few values per output) and an N-d or
-transposed one of fewer than :data:`.conv_flat.FLAT_REDUCTION` values per output keep theirs. A
+pixels (:func:`.conv_flat.runs_flat`: 1x1 of stride 1 and few channels, or few values per
+output) and an N-d or transposed one of fewer than :data:`.conv_flat.FLAT_REDUCTION` values per
+output keep theirs. A
 block is one vector of float32 where the target's vectors hold 8 or more (16 with AVX-512), else
 :data:`CONV_BLOCK` channels; a convolution whose channels that does not divide gets blocks of
 :data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the weights as they are, and compute
@@ -63,8 +64,8 @@ def _block(graph: Graph, node: Node, blocks: tuple[int, ...]) -> int | None:
         return None
     shape = graph.shapes[weight]
     if node.op == "conv2d":
-        _, c, r, s = shape
-        if runs_flat(c, r, s, node.attr("stride"), node.attr("pad")):  # vectorized along pixels instead
+        k, c, r, s = shape
+        if runs_flat(c, r, s, node.attr("stride"), node.attr("pad"), k):  # vectorized along pixels instead
             return None
     elif math.prod(shape[1:] if node.op == "conv" else (shape[0], *shape[2:])) < FLAT_REDUCTION:
         return None  # few values per output: (K, C, *taps), or a transposed one's (C, K, *taps)

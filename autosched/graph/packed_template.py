@@ -15,9 +15,9 @@ import math
 from typing import Any
 
 from ..dtypes import dtype as dtype_info
-from ..expr import Tensor, as_int
+from ..expr import Tensor, as_int, topo_order
 from ..ops import Workload
-from ..ops.schedules import PackedConvTile, packed_conv_blocks, packed_conv_cols, tile_conv2d_packed
+from ..ops.schedules import PackedConvTile, packed_conv_default, tile_conv2d_packed
 from ..schedule import Schedule
 from ..space.knobs import Config, OtherEntity, ReorderEntity
 from ..space.templates.common import knob
@@ -32,13 +32,14 @@ BLOCK_CHOICES = (1, 2, 4)
 DEFAULT_L2 = 256 * 1024
 
 
-def rows_outer_choices(kernel_bytes: int, target: Target) -> list[int]:
+def rows_outer_choices(kernel_bytes: int, target: Target, default: bool = False) -> list[int]:
     """Rows outside the channel tiles read the whole kernel once per output row: offered only
-    where the kernel fits in the L2 cache. A kernel timed alone stays in the last-level cache from
-    one run to the next, so the tuner would pick the order for a 9 MiB kernel too, and in a
-    network, where the layer starts with its kernel out of cache, it ran 1.7x slower (ResNet-18's
-    512-channel 3x3 layer, AMD EPYC Zen 4, 2026-12-03)."""
-    return [0, 1] if kernel_bytes <= (target.l2 or DEFAULT_L2) else [0]
+    where the kernel fits in the L2 cache, or where the hand-written schedule (``default``) finds
+    that order moves fewer bytes. A kernel timed alone stays in the last-level cache from one run
+    to the next, so the tuner would pick the order for a 9 MiB kernel too, and in a network, where
+    the layer starts with its kernel out of cache, it ran 1.7x slower (ResNet-18's 512-channel 3x3
+    layer, AMD EPYC Zen 4, 2026-12-03)."""
+    return [0, 1] if default or kernel_bytes <= (target.l2 or DEFAULT_L2) else [0]
 
 
 def col_choices(width: int) -> list[int]:
@@ -66,7 +67,8 @@ def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Tar
     cfg.define_knob("unroll", ["none", "rx", "window"])
     kernel = tensors[1]
     kernel_bytes = math.prod(as_int(d) for d in kernel.shape) * dtype_info(kernel.dtype).bytes
-    cfg.define_knob("rows_outer", rows_outer_choices(kernel_bytes, target))
+    default = packed_conv_default(out, acc, target)
+    cfg.define_knob("rows_outer", rows_outer_choices(kernel_bytes, target, default.rows_outer))
     threads = (target.num_threads or 1) > 1
     if threads:
         cfg.define_knob("parallel", [1, 2])
@@ -85,14 +87,14 @@ def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Tar
 def packed_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
     """The knob values of ``fused_conv2d_packed_cpu`` (the hand-written schedule)."""
     out = wl.outputs[0]
-    block = int(wl.args[9])
-    cols = packed_conv_cols(as_int(out.shape[3]))
+    acc = next(op.output(0) for op in topo_order([out]) if op.name == "conv_blk")
+    default = packed_conv_default(out, acc, target)
     values: dict[str, Any] = {
-        "blocks": packed_conv_blocks(as_int(out.shape[1]) // block, target, cols),
-        "cols": cols,
+        "blocks": default.blocks,
+        "cols": default.cols,
         "reorder_reduce": [0, 1, 2],
         "unroll": "rx",
-        "rows_outer": 0,
+        "rows_outer": int(default.rows_outer),
     }
     return values | ({"parallel": 2} if (target.num_threads or 1) > 1 else {})
 

@@ -7,6 +7,7 @@ vector width and register count.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -232,6 +233,23 @@ def packed_conv_blocks(blocks: int, target: Target, cols: int = PACKED_CONV_COLS
     return want if blocks % want == 0 else 1
 
 
+#: output columns of a 1x1 window's tile where the ISA has 16 vector registers: two blocks x 6
+#: columns, 12 accumulators (no window taps to unroll, so nothing else competes for registers).
+#: Against one block x 8 columns, ResNet-50's 1x1 layers ran 0.9-1.4x as fast, faster on 9 of 10
+#: (2 threads, AMD EPYC Zen 3, weights and outputs out of cache as in a network:
+#: benchmarks/bench_pointwise.py); with a 3x3 window 2x6 spills and ran at half the speed
+POINTWISE_COLS = 6
+
+
+def rows_outer_pays(kernel_bytes: int, input_bytes: int, rows: int, channel_tiles: int) -> bool:
+    """Whether :func:`tile_conv2d_packed`'s output rows go outside its channel tiles: each order
+    re-reads one operand, the kernel once per row (rows outer) or the input once per channel tile
+    (channel tiles outer); the order that moves fewer bytes. On ResNet-50's 1x1 layers (weights
+    and outputs out of cache) it picked the faster order, or one within 3% of it, on 9 of 10 (the
+    tenth 9% slower; AMD EPYC Zen 3, 2 threads, benchmarks/bench_pointwise.py)."""
+    return kernel_bytes * rows < input_bytes * channel_tiles
+
+
 @dataclass(frozen=True, slots=True)
 class PackedConvTile:
     """The choices of :func:`tile_conv2d_packed` (the knobs of its template,
@@ -246,6 +264,27 @@ class PackedConvTile:
     parallel: int = 2  #: outer loops fused into the parallel loop (1 or 2)
 
 
+def packed_conv_default(out: Tensor, acc: Tensor, target: Target) -> PackedConvTile:
+    """The hand-written choices of :func:`tile_conv2d_packed` for output stage ``out`` (N, K, P, Q)
+    and blocked reduction ``acc`` (N, K/b, P, Q, b) reading (padded) input (N, C, H, W): two blocks
+    x :data:`POINTWISE_COLS` columns for a 1x1 window on a 16-register ISA, else
+    :func:`packed_conv_blocks` x :func:`packed_conv_cols`; rows outside the channel tiles where
+    that moves fewer bytes (:func:`rows_outer_pays`)."""
+    width, blocks = as_int(out.shape[3]), as_int(acc.shape[1])
+    rc, ry, rx = (as_int(ax.extent) for ax in acc.op.reduce_axis)
+    if ry == rx == 1 and vector_regs(target) == 16 and blocks % 2 == 0:
+        cols, nblocks = min(width, POINTWISE_COLS), 2
+    else:
+        cols = packed_conv_cols(width)
+        nblocks = packed_conv_blocks(blocks, target, cols)
+    item = dtype_info(acc.dtype).bytes
+    src = next(t for t in acc.op.input_tensors if len(t.shape) == 4)
+    kernel_bytes = blocks * as_int(acc.shape[-1]) * rc * ry * rx * item
+    input_bytes = math.prod(as_int(d) for d in src.shape) * item
+    outer = rows_outer_pays(kernel_bytes, input_bytes, as_int(out.shape[2]), blocks // nblocks)
+    return PackedConvTile(nblocks, cols, rows_outer=outer)
+
+
 def tile_conv2d_packed(
     s: Schedule, out: Tensor, acc: Tensor, target: Target | str = "c", tile: PackedConvTile | None = None
 ) -> None:
@@ -255,13 +294,11 @@ def tile_conv2d_packed(
     blocks of b channels x ``tile.cols`` columns) in registers: per kernel tap, one vector of b
     kernel values per block times one broadcast input value per column, any stride. The tile is
     written out channel by channel; parallel over (channel tile, row), the padded input over
-    (image, channel). ``tile`` None: the hand-written choices (two blocks where they divide the
-    channels and the ISA has 32 vector registers, else one; up to 8 columns)."""
+    (image, channel). ``tile`` None: the hand-written choices (:func:`packed_conv_default`)."""
     tgt = Target.parse(target)
     block = as_int(acc.shape[-1])
     if tile is None:
-        cols = packed_conv_cols(as_int(out.shape[3]))
-        tile = PackedConvTile(packed_conv_blocks(as_int(acc.shape[1]), tgt, cols), cols)
+        tile = packed_conv_default(out, acc, tgt)
     n, k, y, x = s[out].op.axis
     ko, ki = s[out].split(k, block * tile.blocks)
     xo, xi = s[out].split(x, tile.cols)

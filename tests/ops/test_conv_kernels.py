@@ -19,7 +19,7 @@ import graph_models as gm  # noqa: E402  (needs onnx)
 from schedule_cases import check_against_reference  # noqa: E402
 
 import autosched as asc  # noqa: E402
-from autosched.graph.conv_flat import FLAT_REDUCTION, FlatGeometry, runs_flat  # noqa: E402
+from autosched.graph.conv_flat import FLAT_REDUCTION, POINTWISE_PACKED, FlatGeometry, runs_flat  # noqa: E402
 from autosched.graph.conv_packed import pack_weight, unpack_weight  # noqa: E402
 from autosched.graph.layout import for_target  # noqa: E402
 from autosched.ops import get_workload  # noqa: E402
@@ -99,9 +99,11 @@ def test_flat_phase_planes_hold_every_position_a_tap_reads(
 
 
 def test_which_convolutions_run_flat() -> None:
-    assert runs_flat(960, 1, 1, 1, 0)  # 1x1 of stride 1: a matrix product, whatever its size
-    assert runs_flat(3, 3, 3, 2, 1)  # 27 values per output
-    assert not runs_flat(64, 1, 1, 2, 0) and not runs_flat(8, 3, 3, 1, 1)  # 64, 72 >= FLAT_REDUCTION
+    inputs, outputs = POINTWISE_PACKED
+    assert not runs_flat(inputs, 1, 1, 1, 0, outputs)  # a 1x1 of stride 1 with many channels: packed
+    assert runs_flat(inputs - 1, 1, 1, 1, 0, 1024) and runs_flat(1024, 1, 1, 1, 0, outputs - 1)  # flat
+    assert runs_flat(3, 3, 3, 2, 1, 64)  # 27 values per output
+    assert not runs_flat(64, 1, 1, 2, 0, 8) and not runs_flat(8, 3, 3, 1, 1, 8)  # 64, 72 >= FLAT_REDUCTION
     assert FLAT_REDUCTION == 64
 
 

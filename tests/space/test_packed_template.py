@@ -21,7 +21,7 @@ from schedule_cases import check_against_reference
 
 import autosched as asc
 from autosched.graph.packed_template import col_choices
-from autosched.ops.schedules import default_schedule
+from autosched.ops.schedules import PackedConvTile, default_schedule, packed_conv_default, rows_outer_pays
 from autosched.records import load_records
 from autosched.search import SpaceError, make_space, space_kind
 from autosched.space.templates import instantiate, template_space
@@ -29,6 +29,9 @@ from autosched.space.templates.handwritten import hand_written_config
 from autosched.task import Task
 
 TARGET = "c -num-threads=2"
+#: targets of 16 and 32 vector registers, whatever the host (schedules only: nothing is compiled)
+AVX2 = "c -num-threads=2 -vector-bytes=32 -l2=512K"
+AVX512 = "c -num-threads=2 -vector-bytes=64 -l2=1M"
 #: (N, C, H, W, K, R, S, stride, pad, block, epilogue): widths 11 and 6 that 4-8 columns leave
 #: partial, 4 channel blocks (1, 2 or 4 per tile), a strided 1x1 with a residual add
 SHAPES = {
@@ -84,14 +87,53 @@ def test_sampled_configs_are_correct_and_replayable(case: str) -> None:
         ((1, 64, 56, 56, 64, 3, 3, 1, 1, 8, "bias,relu"), "c -num-threads=2"),
         ((1, 256, 14, 14, 512, 1, 1, 2, 0, 8, "bias"), "c -num-threads=2"),
         ((1, 3, 20, 20, 8, 7, 7, 2, 3, 8, "bias,relu"), "c -num-threads=1"),  # 1 block: 1 per tile
+        ((1, 256, 14, 14, 1024, 1, 1, 1, 0, 8, "bias,relu"), AVX2),  # 2 blocks x 6 columns
+        ((1, 256, 14, 14, 1024, 1, 1, 1, 0, 16, "bias,relu"), AVX512),
+        ((1, 512, 28, 28, 1024, 1, 1, 2, 0, 8, "bias"), AVX2),  # rows outer, a 2 MiB kernel
     ],
-    ids=["conv64", "1x1-stride2", "one-block"],
+    ids=["conv64", "1x1-stride2", "one-block", "1x1-avx2", "1x1-avx512", "rows-outer-large-kernel"],
 )
 def test_the_hand_written_schedule_is_a_config(args: tuple, target: str) -> None:
     wl = asc.get_workload("fused_conv2d_packed", args)
     cfg = hand_written_config(wl, target)
     assert cfg is not None
     assert instantiate(wl, target, cfg).steps == default_schedule(wl, target)[0].steps
+
+
+def _default_tile(args: tuple, target: str) -> PackedConvTile:
+    out = asc.get_workload("fused_conv2d_packed", args).outputs[0]
+    acc = next(op.output(0) for op in asc.expr.topo_order([out]) if op.name == "conv_blk")
+    return packed_conv_default(out, acc, asc.Target.parse(target))
+
+
+def test_the_default_tile_keeps_its_accumulators_in_the_registers() -> None:
+    pointwise = (1, 256, 14, 14, 1024, 1, 1, 1, 0, 8, "bias")
+    window = (1, 256, 14, 14, 256, 3, 3, 1, 1, 8, "bias")
+    # 16 registers: 12 accumulators where no window taps are unrolled, else at most 8
+    assert (_default_tile(pointwise, AVX2).blocks, _default_tile(pointwise, AVX2).cols) == (2, 6)
+    assert (_default_tile(window, AVX2).blocks, _default_tile(window, AVX2).cols) == (1, 7)
+    # 32 registers: 2 blocks x up to 8 columns for both
+    wide = (1, 256, 14, 14, 1024, 1, 1, 1, 0, 16, "bias")
+    assert (_default_tile(wide, AVX512).blocks, _default_tile(wide, AVX512).cols) == (2, 7)
+    # an odd number of blocks: one per tile
+    assert _default_tile((1, 64, 14, 14, 24, 1, 1, 1, 0, 8, "bias"), AVX2).blocks == 1
+
+
+def test_the_default_loop_order_re_reads_the_smaller_operand() -> None:
+    # a 128 KiB kernel re-read per row (56 x) moves less than a 3 MiB input per channel tile (8 x)
+    assert _default_tile((1, 256, 56, 56, 128, 1, 1, 1, 0, 8, "bias"), AVX2).rows_outer
+    # a 1 MiB kernel per row (14 x) moves more than a 196 KiB input per channel tile (64 x)
+    assert not _default_tile((1, 256, 14, 14, 1024, 1, 1, 1, 0, 8, "bias"), AVX2).rows_outer
+    assert rows_outer_pays(kernel_bytes=100, input_bytes=1000, rows=9, channel_tiles=1)
+    assert not rows_outer_pays(kernel_bytes=100, input_bytes=1000, rows=10, channel_tiles=1)
+
+
+@pytest.mark.requires("gcc")
+def test_the_default_of_a_pointwise_conv_with_rows_outer_and_partial_tiles_is_correct() -> None:
+    args = (1, 128, 20, 20, 16, 1, 1, 1, 0, 8, "bias,add,relu")  # rows outer; 6 columns leave 2
+    assert _default_tile(args, AVX2).rows_outer
+    wl = asc.get_workload("fused_conv2d_packed", args)
+    check_against_reference(wl, default_schedule(wl, TARGET)[0], TARGET)
 
 
 def test_auto_picks_the_template_where_there_is_one() -> None:
