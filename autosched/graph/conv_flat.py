@@ -58,12 +58,12 @@ def is_pointwise(r: int, s: int, stride: int, pad: int) -> bool:
 
 
 #: input and output channels from which a 1x1 convolution of stride 1 runs with its kernel packed
-#: rather than flat: with fewer input channels (MobileNet-V2's expansions, 16-96) flat was up to
-#: 1.6x faster; with both (ResNet-50's 1x1 layers from 128 channels) packed was 1.0-1.5x faster
-#: (2 threads, AMD EPYC Zen 3, weights and outputs out of cache as in a network:
-#: benchmarks/bench_pointwise.py). Projections to fewer outputs (MobileNet-V2's 24 and 32
-#: channels) stay flat: two runs disagreed on which is faster (by 1.2-1.3x either way)
-POINTWISE_PACKED = (128, 64)
+#: rather than flat. Timed alone (2 threads, AMD EPYC Zen 3, weights and outputs out of cache as
+#: in a network: benchmarks/bench_pointwise.py), flat was up to 1.6x faster with 16-96 input
+#: channels (MobileNet-V2's expansions), packed 1.0-1.5x faster on ResNet-50's layers of 256
+#: input channels and more; inside MobileNet-V2, its 160->960 and 320->1280 layers ran 1.1-1.25x
+#: slower packed (profile_network), and projections to 24 or 32 channels gave no clear winner
+POINTWISE_PACKED = (256, 64)
 
 
 def runs_flat(c: int, r: int, s: int, stride: int, pad: int, k: int) -> bool:
