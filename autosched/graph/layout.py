@@ -9,11 +9,11 @@ weight is a constant and whose output channels a block divides reads a packed co
 as onnxruntime and oneDNN pack weights when a model is loaded; but a 2-D one computed over flat
 pixels (:func:`.conv_flat.runs_flat`: 1x1 of stride 1 and few channels, or few values per
 output) and an N-d or transposed one of fewer than :data:`.conv_flat.FLAT_REDUCTION` values per
-output keep theirs. A
-block is one vector of float32 where the target's vectors hold 8 or more (16 with AVX-512), else
-:data:`CONV_BLOCK` channels; a convolution whose channels that does not divide gets blocks of
-:data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the weights as they are, and compute
-2-D convolutions directly, one output pixel from its window (:func:`direct_convs`).
+output keep theirs. A block is one vector of float32 where the target's vectors hold 8 or more
+(16 with AVX-512), else :data:`CONV_BLOCK` channels; a convolution whose channels that does not
+divide gets blocks of :data:`CONV_BLOCK` (:func:`conv_blocks`). GPU targets keep the weights as
+they are, and compute 2-D convolutions directly, one output pixel from its window
+(:func:`direct_convs`).
 """
 
 from __future__ import annotations
