@@ -98,6 +98,17 @@ def residual_block(channels: int = 8, size: int = 8) -> onnx.ModelProto:
     return m.model({"x": (1, channels, size, size)}, y, (1, channels, size, size), "residual")
 
 
+def bottleneck_block(channels: int = 256, mid: int = 64, size: int = 7) -> onnx.ModelProto:
+    """x -> 1x1 conv-bn-relu (channels -> mid) -> 3x3 conv-bn-relu -> 1x1 conv-bn (mid -> channels)
+    -> + x -> relu (a ResNet-50 bottleneck block)."""
+    m = ModelWriter(3)
+    y = m.conv("x", channels, mid, 1)
+    y = m.conv(y, mid, mid, 3, pad=1)
+    y = m.conv(y, mid, channels, 1, relu=False)
+    y = m.node("Relu", [m.node("Add", [y, "x"])])
+    return m.model({"x": (1, channels, size, size)}, y, (1, channels, size, size), "bottleneck")
+
+
 def mlp(batch: int = 4, dims: tuple[int, ...] = (32, 64, 16)) -> onnx.ModelProto:
     """MatMul + bias + Gelu layers, then a last MatMul + bias and Softmax (opset 20 for Gelu)."""
     m = ModelWriter(3)

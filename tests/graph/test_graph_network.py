@@ -203,6 +203,18 @@ def test_kernels_are_packed_by_a_whole_vector_of_channels_where_it_divides_them(
     np.testing.assert_allclose(out, _onnxruntime(model, x), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.requires("gcc")
+def test_a_bottleneck_packs_its_wide_1x1_conv_and_keeps_its_narrow_one_flat() -> None:
+    model = gm.bottleneck_block()  # 1x1 256 -> 64 (packed, 2 blocks x 6 columns), 3x3, 1x1 64 -> 256 (flat)
+    graph = asc.from_onnx(model)
+    target = "c -num-threads=2 -vector-bytes=32"  # AVX2's register file, whatever the host
+    convs = [n for n in for_target(graph, target).nodes if n.op == "conv2d"]
+    assert [dict(n.attrs).get("kernel_block") is not None for n in convs] == [True, True, False]
+    x = np.random.default_rng(1).standard_normal(graph.shapes["x"]).astype(np.float32)
+    out = asc.build_network(graph, target=target)(x)
+    np.testing.assert_allclose(out, _onnxruntime(model, x), rtol=1e-4, atol=1e-4)
+
+
 def test_a_cpu_network_packs_its_conv_weights_once_and_a_gpu_one_does_not() -> None:
     graph = asc.from_onnx(gm.residual_block())  # two 3x3 convs of 8 channels
     before = {k: v.copy() for k, v in graph.constants.items()}
