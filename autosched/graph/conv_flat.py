@@ -37,8 +37,12 @@ from ..target import Target
 #: the most accumulator registers of a tile (of 32 AVX-512/NEON registers: the rest hold one
 #: row of input vectors and a broadcast); half that with 16 registers
 ACCUMULATORS = 24
-#: flat positions (x output channels) of one band of output rows: its accumulators stay in L1
-BAND = 2048
+#: flat positions (x output channels) of one band of output rows (32 KiB of float32 partial sums).
+#: A quarter of that (the earlier value) left MobileNet-V2's first convolution (3 input channels,
+#: 112 output rows of 113 positions) in bands of 4 rows: bands of 16 ran it 2.3x faster, 32 3.0x,
+#: while its depthwise layers and DCGAN's first layer were within the noise (+-5%) of taller
+#: bands (2 threads, AMD EPYC Zen 3: benchmarks/bench_flat_bands.py)
+BAND = 8192
 #: L2 bytes per core assumed where the target does not say
 DEFAULT_L2 = 1 << 20
 
