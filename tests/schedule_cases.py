@@ -12,6 +12,7 @@ output with the workload's independent numpy reference.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from lowp_schedule_cases import LOWP_RECIPES, LOWP_SHAPES
 from repro import reproducible
 
 import autosched as asc
+from autosched.space.templates import instantiate, template_space
 
 Apply = Callable[[asc.Schedule, asc.Workload], None]
 Args = tuple[Any, ...]
@@ -1129,3 +1131,20 @@ def check_against_reference(wl: asc.Workload, s: asc.Schedule, target: str = "c"
         tol = tolerances(wl)
         for t, got, want in zip(wl.outputs, outs, expected, strict=True):
             np.testing.assert_allclose(got, want, err_msg=f"output {t.name} of {wl}", **tol)
+
+
+def check_template_samples(
+    make: Callable[[], asc.Workload], target: str, count: int, seed: int = 2026
+) -> None:
+    """``count`` configs sampled from the knob template of ``make()``'s workload on ``target``,
+    each built and checked against its reference, and replayed from JSON on a fresh DAG (another
+    ``make()``) to the same source."""
+    wl, fresh = make(), make()
+    space = template_space(wl, target)
+    for pos, cfg in enumerate(space.sample(np.random.default_rng(seed), count)):
+        s = instantiate(wl, target, cfg)
+        with reproducible(s.steps, seed=seed, sample=pos, config=cfg.to_dict()):
+            source = asc.emit(s, wl.tensors(), target)
+            steps = asc.steps_from_json(json.loads(json.dumps(asc.steps_to_json(s.steps))))
+            assert asc.emit(asc.Schedule.replay(fresh.outputs, steps), fresh.tensors(), target) == source
+            check_against_reference(wl, s, target)

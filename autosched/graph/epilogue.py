@@ -77,23 +77,30 @@ def _unary(step: str, x: Expr, dtype: str) -> Expr:
     return half * x * (te.const(1.0, dtype) + te.erf(x * te.const(_SQRT_HALF, dtype)))
 
 
-def build(y: Tensor, epilogue: str, axis: int) -> tuple[list[Tensor], Tensor]:
+def build(y: Tensor, epilogue: str, axis: int, block: int = 0) -> tuple[list[Tensor], Tensor]:
     """The epilogue's stages after ``y``: (its new input placeholders in order, the final tensor).
 
     Stages are named ``bias_add``, ``residual_add`` and after the unary step (``relu``, ...);
-    inputs ``bias``/``residual`` (numbered from the second one on).
+    inputs ``bias``/``residual`` (numbered from the second one on). ``block`` > 0: ``y`` holds
+    its channels in blocks (N, C/block, ..., block), channel ``c`` at ``[c // block, ..., c %
+    block]``; a per-channel input still has one value per channel, and a full one ``y``'s shape.
     """
     inputs: list[Tensor] = []
     out = y
     shape, dtype = tuple(y.shape), y.dtype
+    channels = shape[1] * block if block else shape[axis]
+
+    def channel(ix: tuple[Expr, ...]) -> Expr:
+        return ix[1] * block + ix[-1] if block else ix[axis]
+
     for i, step in enumerate(parse(epilogue)):
         prev = out
         suffix = "" if not inputs else str(len(inputs))
         if step in _PER_CHANNEL:
             label, stage = _PER_CHANNEL[step]
-            b = te.placeholder((shape[axis],), dtype, name=f"{label}{suffix}")
+            b = te.placeholder((channels,), dtype, name=f"{label}{suffix}")
             inputs.append(b)
-            out = te.compute(shape, lambda *ix, p=prev, b=b, f=_ARITH[step]: f(p[ix], b[ix[axis]]),
+            out = te.compute(shape, lambda *ix, p=prev, b=b, f=_ARITH[step]: f(p[ix], b[channel(ix)]),
                              name=f"{stage}{i}")
         elif step in _FULL:
             label, stage = _FULL[step]

@@ -31,7 +31,7 @@ from .conv_flat import flat_stages, tile_conv2d_flat
 from .rows_cpu import elementwise_cpu
 
 
-def _conv_ref(
+def conv_reference(
     data: np.ndarray, kernel: np.ndarray, *extras: np.ndarray,
     stride: int, pad: int, groups: int, epilogue: str,
 ) -> np.ndarray:
@@ -57,7 +57,7 @@ def _epilogue_flops(size: int, epilogue: str) -> int:
     return size * len(epi.parse(epilogue))
 
 
-def _conv_flops(
+def conv_flops(
     N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int, groups: int, epilogue: str,
     *_: object,
 ) -> int:
@@ -66,7 +66,7 @@ def _conv_flops(
     return 2 * N * K * p * q * (C // groups) * R * S + _epilogue_flops(N * K * p * q, epilogue)
 
 
-@workload("fused_conv2d", reference=_conv_ref, flops=_conv_flops)
+@workload("fused_conv2d", reference=conv_reference, flops=conv_flops)
 def fused_conv2d(
     N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int = 1, pad: int = 0, groups: int = 1,
     epilogue: str = "", dtype: str = "float32",
@@ -107,14 +107,14 @@ def _packed_conv_ref(
     stride: int, pad: int, block: int, epilogue: str,
 ) -> np.ndarray:
     kernel = unpack_kernel(packed)
-    return _conv_ref(data, kernel, *extras, stride=stride, pad=pad, groups=1, epilogue=epilogue)
+    return conv_reference(data, kernel, *extras, stride=stride, pad=pad, groups=1, epilogue=epilogue)
 
 
 def _packed_conv_flops(
     N: int, C: int, H: int, W: int, K: int, R: int, S: int, stride: int, pad: int, block: int, epilogue: str,
     *_: object,
 ) -> int:
-    return _conv_flops(N, C, H, W, K, R, S, stride, pad, 1, epilogue)
+    return conv_flops(N, C, H, W, K, R, S, stride, pad, 1, epilogue)
 
 
 @workload("fused_conv2d_packed", reference=_packed_conv_ref, flops=_packed_conv_flops)

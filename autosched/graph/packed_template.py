@@ -1,18 +1,21 @@
-"""The knob template of ``fused_conv2d_packed`` on CPU, whose default point is the hand-written
-schedule (:func:`~autosched.ops.schedules.tile_conv2d_packed`).
+"""The knob templates of ``fused_conv2d_packed`` and ``fused_conv2d_nchwc`` on CPU, whose
+default points are the hand-written schedules (:func:`~autosched.ops.schedules.tile_conv2d_packed`,
+:func:`.conv_nchwc.tile_conv2d_nchwc`).
 
 The generated (sketch) space cannot compute the blocked convolution inside the tiles of its
 unblocking consumer, which reads ``conv_blk[n, k // b, y, x, k % b]``, so on packed kernels it
 rarely matches the hand-written schedule. This template searches around it instead: channel
 blocks and columns per register tile, the order and unrolling of the reduction loops, rows
 inside or outside the channel tiles, and how many outer loops run in parallel. Network tuning
-(``space="auto"``) uses it for packed convolutions.
+(``space="auto"``) uses it for packed convolutions; those on blocked activations get the same
+knobs, the order of the reduction being whether a block's input channels are innermost.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..dtypes import dtype as dtype_info
 from ..expr import Tensor, as_int, topo_order
@@ -25,9 +28,12 @@ from ..space.templates.handwritten import KNOBS
 from ..space.templates.registry import register_template
 from ..target import Target
 from . import epilogue as epi
+from .conv_nchwc import NchwcTile, nchwc_default, output_and_accumulator, tile_conv2d_nchwc
 
 #: channel blocks per register tile the template tries (those that divide the kernel's blocks)
 BLOCK_CHOICES = (1, 2, 4)
+#: a hand-written tile (:class:`PackedConvTile` or :class:`NchwcTile`)
+Tile = TypeVar("Tile", PackedConvTile, NchwcTile)
 #: L2 bytes assumed where the target does not say
 DEFAULT_L2 = 256 * 1024
 
@@ -52,6 +58,35 @@ def _value(cfg: Config, name: str) -> Any:
     return knob(cfg, name, OtherEntity).val
 
 
+def _define_tile(cfg: Config, out: Tensor, acc: Tensor) -> None:
+    """The knobs of the register tile: channel blocks and output columns."""
+    blocks = as_int(acc.shape[1])
+    cfg.define_knob("blocks", [b for b in BLOCK_CHOICES if blocks % b == 0])
+    cfg.define_knob("cols", col_choices(as_int(out.shape[3])))
+
+
+def _define_outer(cfg: Config, kernel: Tensor, target: Target, rows_outer: bool) -> bool:
+    """The knobs of the outer loops (``rows_outer``: the hand-written schedule's order); whether
+    the target runs threads (then the parallel loops are a knob)."""
+    kernel_bytes = math.prod(as_int(d) for d in kernel.shape) * dtype_info(kernel.dtype).bytes
+    cfg.define_knob("rows_outer", rows_outer_choices(kernel_bytes, target, rows_outer))
+    threads = (target.num_threads or 1) > 1
+    if threads:
+        cfg.define_knob("parallel", [1, 2])
+    return threads
+
+
+def _default_values(
+    out: Tensor, target: Target, choose: Callable[[Tensor, Tensor, Target], Tile]
+) -> tuple[Tile, dict[str, Any]]:
+    """The hand-written tile of output ``out`` (``choose(out, acc, target)``) and its tile and
+    loop knob values (the order's knobs are the caller's)."""
+    acc = next(op.output(0) for op in topo_order([out]) if op.name == "conv_blk")
+    tile = choose(out, acc, target)
+    values = {"blocks": tile.blocks, "cols": tile.cols, "rows_outer": int(tile.rows_outer)}
+    return tile, values | ({"parallel": 2} if (target.num_threads or 1) > 1 else {})
+
+
 @register_template("fused_conv2d_packed", "c")
 def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
     """fused_conv2d_packed: (channel blocks x columns) register tiles of the packed kernel."""
@@ -60,18 +95,10 @@ def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Tar
     if out.op.name != "conv":
         s[s.stages["conv"].op.output(0)].compute_inline()
     acc = s.stages["conv_blk"].op.output(0)
-    blocks = as_int(acc.shape[1])
-    cfg.define_knob("blocks", [b for b in BLOCK_CHOICES if blocks % b == 0])
-    cfg.define_knob("cols", col_choices(as_int(out.shape[3])))
+    _define_tile(cfg, out, acc)
     cfg.define_reorder("reorder_reduce", 3)
     cfg.define_knob("unroll", ["none", "rx", "window"])
-    kernel = tensors[1]
-    kernel_bytes = math.prod(as_int(d) for d in kernel.shape) * dtype_info(kernel.dtype).bytes
-    default = packed_conv_default(out, acc, target)
-    cfg.define_knob("rows_outer", rows_outer_choices(kernel_bytes, target, default.rows_outer))
-    threads = (target.num_threads or 1) > 1
-    if threads:
-        cfg.define_knob("parallel", [1, 2])
+    threads = _define_outer(cfg, tensors[1], target, packed_conv_default(out, acc, target).rows_outer)
     tile = PackedConvTile(
         blocks=int(_value(cfg, "blocks")),
         cols=int(_value(cfg, "cols")),
@@ -86,17 +113,33 @@ def fused_conv2d_packed_template(cfg: Config, tensors: list[Tensor], target: Tar
 
 def packed_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
     """The knob values of ``fused_conv2d_packed_cpu`` (the hand-written schedule)."""
-    out = wl.outputs[0]
-    acc = next(op.output(0) for op in topo_order([out]) if op.name == "conv_blk")
-    default = packed_conv_default(out, acc, target)
-    values: dict[str, Any] = {
-        "blocks": default.blocks,
-        "cols": default.cols,
-        "reorder_reduce": [0, 1, 2],
-        "unroll": "rx",
-        "rows_outer": int(default.rows_outer),
-    }
-    return values | ({"parallel": 2} if (target.num_threads or 1) > 1 else {})
+    _, values = _default_values(wl.outputs[0], target, packed_conv_default)
+    return values | {"reorder_reduce": [0, 1, 2], "unroll": "rx"}
+
+
+@register_template("fused_conv2d_nchwc", "c")
+def fused_conv2d_nchwc_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
+    """fused_conv2d_nchwc: (channel blocks x columns) register tiles on blocked activations."""
+    s, out, acc = output_and_accumulator(tensors, target)
+    _define_tile(cfg, out, acc)
+    cfg.define_knob("channels_inner", [0, 1])
+    threads = _define_outer(cfg, tensors[1], target, nchwc_default(out, acc, target).rows_outer)
+    tile = NchwcTile(
+        blocks=int(_value(cfg, "blocks")),
+        cols=int(_value(cfg, "cols")),
+        channels_inner=bool(_value(cfg, "channels_inner")),
+        rows_outer=bool(_value(cfg, "rows_outer")),
+        parallel=int(_value(cfg, "parallel")) if threads else 2,
+    )
+    tile_conv2d_nchwc(s, out, acc, target, tile)
+    return s
+
+
+def nchwc_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
+    """The knob values of ``fused_conv2d_nchwc_cpu`` (the hand-written schedule)."""
+    tile, values = _default_values(wl.outputs[0], target, nchwc_default)
+    return values | {"channels_inner": int(tile.channels_inner)}
 
 
 KNOBS["fused_conv2d_packed"] = packed_conv_knobs
+KNOBS["fused_conv2d_nchwc"] = nchwc_conv_knobs

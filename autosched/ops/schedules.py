@@ -266,22 +266,32 @@ class PackedConvTile:
 
 def packed_conv_default(out: Tensor, acc: Tensor, target: Target) -> PackedConvTile:
     """The hand-written choices of :func:`tile_conv2d_packed` for output stage ``out`` (N, K, P, Q)
-    and blocked reduction ``acc`` (N, K/b, P, Q, b) reading (padded) input (N, C, H, W): two blocks
-    x :data:`POINTWISE_COLS` columns for a 1x1 window on a 16-register ISA, else
-    :func:`packed_conv_blocks` x :func:`packed_conv_cols`; rows outside the channel tiles where
-    that moves fewer bytes (:func:`rows_outer_pays`)."""
-    width, blocks = as_int(out.shape[3]), as_int(acc.shape[1])
+    and blocked reduction ``acc`` (N, K/b, P, Q, b) reading (padded) input (N, C, H, W): those of
+    :func:`packed_tile` for its shape."""
     rc, ry, rx = (as_int(ax.extent) for ax in acc.op.reduce_axis)
-    if ry == rx == 1 and vector_regs(target) == 16 and blocks % 2 == 0:
+    src = next(t for t in acc.op.input_tensors if len(t.shape) == 4)
+    item = dtype_info(acc.dtype).bytes
+    kernel_bytes = as_int(acc.shape[1]) * as_int(acc.shape[-1]) * rc * ry * rx * item
+    input_bytes = math.prod(as_int(d) for d in src.shape) * item
+    return packed_tile(as_int(out.shape[3]), as_int(out.shape[2]), as_int(acc.shape[1]), (ry, rx),
+                       kernel_bytes, input_bytes, target)
+
+
+def packed_tile(
+    width: int, rows: int, blocks: int, window: tuple[int, int], kernel_bytes: int, input_bytes: int,
+    target: Target,
+) -> PackedConvTile:
+    """The register tile of a convolution whose kernel is packed by channel blocks (``blocks`` of
+    them), output rows of ``width`` x ``rows``: two blocks x :data:`POINTWISE_COLS` columns for a
+    1x1 ``window`` on a 16-register ISA, else :func:`packed_conv_blocks` x
+    :func:`packed_conv_cols`; rows outside the channel tiles where that moves fewer bytes
+    (:func:`rows_outer_pays`)."""
+    if window == (1, 1) and vector_regs(target) == 16 and blocks % 2 == 0:
         cols, nblocks = min(width, POINTWISE_COLS), 2
     else:
         cols = packed_conv_cols(width)
         nblocks = packed_conv_blocks(blocks, target, cols)
-    item = dtype_info(acc.dtype).bytes
-    src = next(t for t in acc.op.input_tensors if len(t.shape) == 4)
-    kernel_bytes = blocks * as_int(acc.shape[-1]) * rc * ry * rx * item
-    input_bytes = math.prod(as_int(d) for d in src.shape) * item
-    outer = rows_outer_pays(kernel_bytes, input_bytes, as_int(out.shape[2]), blocks // nblocks)
+    outer = rows_outer_pays(kernel_bytes, input_bytes, rows, blocks // nblocks)
     return PackedConvTile(nblocks, cols, rows_outer=outer)
 
 
@@ -316,10 +326,16 @@ def tile_conv2d_packed(
     s[acc].unroll(ax)
     s[acc].unroll(ako)
     s[acc].vectorize(aki)
-    if "pad" in s.stages:  # the padded input, written once by all threads
+    padded_input(s, (tgt.num_threads or 1) > 1)
+
+
+def padded_input(s: Schedule, threads: bool) -> None:
+    """The stage ``pad`` of ``s``, if it has one, computed once before the convolution by all
+    ``threads``: vectorized along its last axis, parallel over its first two (image, channel)."""
+    if "pad" in s.stages:
         pad = s.stages["pad"].op.output(0)
         s[pad].vectorize(s[pad].op.axis[-1])
-        if (tgt.num_threads or 1) > 1:
+        if threads:
             s[pad].parallel(s[pad].fuse(*s[pad].op.axis[:2]))
 
 

@@ -8,7 +8,6 @@ also through ``tune_network`` and the command line (real gcc, real runner).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from repro import reproducible
-from schedule_cases import check_against_reference
+from schedule_cases import check_against_reference, check_template_samples
 
 import autosched as asc
 from autosched.graph.packed_template import col_choices
@@ -69,16 +67,7 @@ def test_rows_outside_the_channel_tiles_only_where_the_kernel_fits_in_l2() -> No
 @pytest.mark.requires("gcc")
 @pytest.mark.parametrize("case", sorted(SHAPES))
 def test_sampled_configs_are_correct_and_replayable(case: str) -> None:
-    wl = _wl(case)
-    space = template_space(wl, TARGET)
-    fresh = _wl(case)  # its own tensors: replay must not need the original DAG
-    for pos, cfg in enumerate(space.sample(np.random.default_rng(2026), CONFIGS)):
-        s = instantiate(wl, TARGET, cfg)
-        with reproducible(s.steps, seed=2026, sample=pos, config=cfg.to_dict()):
-            source = asc.emit(s, wl.tensors(), TARGET)
-            steps = asc.steps_from_json(json.loads(json.dumps(asc.steps_to_json(s.steps))))
-            assert asc.emit(asc.Schedule.replay(fresh.outputs, steps), fresh.tensors(), TARGET) == source
-            check_against_reference(wl, s, TARGET)
+    check_template_samples(lambda: _wl(case), TARGET, CONFIGS)
 
 
 @pytest.mark.parametrize(
