@@ -245,3 +245,27 @@ def padded_convs(size: int = 7) -> onnx.ModelProto:
     y = m.conv(m.node("Pad", [y, "uneven_pads", "half"]), 4, 4, 3, stride=2, bn=False)
     out = (size + 1 - 3) // 2 + 1
     return m.model({"x": (1, 3, size, size)}, y, (1, 4, out, out), "padded")
+
+
+def conv_chain(convs: int = 3, channels: int = 16, size: int = 8) -> onnx.ModelProto:
+    """``convs`` 3x3 conv-bn-relu layers of ``channels`` channels, then global pool and flatten."""
+    m = ModelWriter(5)
+    y = "x"
+    for _ in range(convs):
+        y = m.conv(y, channels, channels, 3, pad=1)
+    y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
+    return m.model({"x": (1, channels, size, size)}, y, (1, channels), f"chain{convs}")
+
+
+def bottleneck_stack(blocks: int = 2, channels: int = 32, mid: int = 16, size: int = 6) -> onnx.ModelProto:
+    """``blocks`` ResNet-50 bottleneck blocks (see :func:`bottleneck_block`), then global pool and
+    flatten: the 1x1 layers have too few channels to run packed on their own."""
+    m = ModelWriter(6)
+    y = "x"
+    for _ in range(blocks):
+        z = m.conv(y, channels, mid, 1)
+        z = m.conv(z, mid, mid, 3, pad=1)
+        z = m.conv(z, mid, channels, 1, relu=False)
+        y = m.node("Relu", [m.node("Add", [z, y])])
+    y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
+    return m.model({"x": (1, channels, size, size)}, y, (1, channels), "bottlenecks")

@@ -7,6 +7,7 @@
 
 # importing registers the workloads of the network operators and their templates
 from . import (  # noqa: F401
+    conv_nchwc,
     flat_template,
     fused,
     layers_conv,
@@ -17,9 +18,9 @@ from . import (  # noqa: F401
     lstm_cell,
     packed_template,
 )
-from .fusion import Group, TaskInfo, extract_tasks, fuse
+from .fusion import Group, TaskInfo, fuse
 from .ir import Graph, GraphBuilder, GraphError, Node
-from .network import Network, build_network, network_tasks
+from .network import Network, build_network, extract_tasks, network_tasks
 from .onnx_import import from_onnx
 from .tuning import NetworkTuneResult, tune_network
 

@@ -15,7 +15,6 @@ Identical workloads are one task whose weight is how often it occurs.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +23,7 @@ from .dense_packed import DENSE_BLOCK_ATTR
 from .ir import COMPLEX_OPS, ELEMENTWISE_OPS, LAYOUT_OPS, PER_CHANNEL_OPS, Graph, GraphError, Node, Shape
 from .layers import shape_text, view3
 from .layers_tensor import canonical_reduce
-from .layout import BLOCK_ATTR, for_target
+from .repack import BLOCK_ATTR, BLOCKED_ATTR
 from .sink_reshape import CHANNEL_AXIS, ORDERED
 
 _STEP = {"bias_add": "bias", "scale": "scale", **{op: op for op in ELEMENTWISE_OPS - PER_CHANNEL_OPS}}
@@ -85,11 +84,15 @@ def _ints(values: tuple[int, ...]) -> str:
 def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
     shape = graph.shapes
     if node.op == "conv2d":
-        n, c, h, w = shape[node.inputs[0]]
-        k = shape[node.output][1]
         r, s = shape[node.inputs[1]][2:4]  # (K, C/groups, R, S), or packed (K/block, C, R, S, block)
         stride, pad = node.attr("stride"), node.attr("pad")
         block = dict(node.attrs).get(BLOCK_ATTR)
+        if BLOCKED_ATTR in dict(node.attrs):  # blocked activations (.activation_layout): (N, C/b, H, W, b)
+            n, cb, h, w, b = shape[node.inputs[0]]
+            args = (n, cb * b, h, w, shape[node.output][1] * b, r, s, stride, pad, block, epilogue)
+            return get_workload("fused_conv2d_nchwc", (*args, graph.dtype))
+        n, c, h, w = shape[node.inputs[0]]
+        k = shape[node.output][1]
         if block is not None:  # the weight packed by output-channel blocks (.layout)
             args = (n, c, h, w, k, r, s, stride, pad, block, epilogue)
             return get_workload("fused_conv2d_packed", (*args, graph.dtype))
@@ -278,12 +281,3 @@ def _ordered(graph: Graph, groups: list[Group]) -> list[Group]:
         done = {id(g) for g in runnable}
         pending = [g for g in pending if id(g) not in done]
     return ordered
-
-
-def extract_tasks(graph: Graph, target: str = "c") -> list[TaskInfo]:
-    """The distinct workloads of ``graph`` compiled for ``target`` (:func:`.layout.for_target`) in
-    order of first use, each with its weight and FLOP share."""
-    counts = Counter(g.workload for g in fuse(for_target(graph, target)) if g.workload is not None)
-    flops = {wl: wl.flops() for wl in counts}
-    total = sum(flops[wl] * n for wl, n in counts.items()) or 1
-    return [TaskInfo(wl, flops[wl], n, flops[wl] * n / total) for wl, n in counts.items()]

@@ -19,23 +19,23 @@ they are, and compute 2-D convolutions directly, one output pixel from its windo
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import replace
 
 import numpy as np
 
 from ..target import Target
-from .conv_flat import FLAT_REDUCTION, runs_flat
+from .activation_layout import block_activations, blocked_groups
+from .conv_flat import FLAT_REDUCTION, is_pointwise, runs_flat
 from .conv_packed import pack_weight
 from .dense_packed import pack_dense_weights
 from .fused import pack_kernel
 from .ir import Graph, Node
-from .repack import PackPlan, with_packed_weights
+from .repack import BLOCK_ATTR, PackPlan, with_packed_weights
 from .sink_reshape import sink_reshapes
 
 #: output channels per kernel block at least: one AVX2 vector of float32, two NEON vectors
 CONV_BLOCK = 8
-#: the attribute of a conv2d node whose weight input is packed, holding the block
-BLOCK_ATTR = "kernel_block"
 
 
 def packs_weights(target: Target | str) -> bool:
@@ -55,8 +55,9 @@ def conv_blocks(target: Target | str) -> tuple[int, ...]:
 PACKED_OPS = frozenset({"conv2d", "conv", "conv_transpose"})
 
 
-def _block(graph: Graph, node: Node, blocks: tuple[int, ...]) -> int | None:
-    """The block of ``blocks`` that ``node``'s weight is packed by, None if it is not packed."""
+def _block(graph: Graph, node: Node, blocks: tuple[int, ...], pointwise: Collection[str] = ()) -> int | None:
+    """The block of ``blocks`` that ``node``'s weight is packed by, None if it is not packed (a
+    1x1 convolution that would run flat is packed where its output is in ``pointwise``)."""
     if node.op not in PACKED_OPS or BLOCK_ATTR in dict(node.attrs) or node.attr("groups") != 1:
         return None
     weight = node.inputs[1]
@@ -65,7 +66,9 @@ def _block(graph: Graph, node: Node, blocks: tuple[int, ...]) -> int | None:
     shape = graph.shapes[weight]
     if node.op == "conv2d":
         k, c, r, s = shape
-        if runs_flat(c, r, s, node.attr("stride"), node.attr("pad"), k):  # vectorized along pixels instead
+        stride, pad = node.attr("stride"), node.attr("pad")
+        wanted = node.output in pointwise and is_pointwise(r, s, stride, pad)
+        if runs_flat(c, r, s, stride, pad, k) and not wanted:  # vectorized along pixels instead
             return None
     elif math.prod(shape[1:] if node.op == "conv" else (shape[0], *shape[2:])) < FLAT_REDUCTION:
         return None  # few values per output: (K, C, *taps), or a transposed one's (C, K, *taps)
@@ -80,13 +83,17 @@ def _packed(weight: np.ndarray, op: str, block: int) -> np.ndarray:
     return pack_weight(weight, block, transposed=op == "conv_transpose")
 
 
-def pack_conv_weights(graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,)) -> Graph:
+def pack_conv_weights(
+    graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,), pointwise: Collection[str] = ()
+) -> Graph:
     """A copy of ``graph`` whose packable convolutions (see the module) read packed weights,
     named ``<weight>.packed``, by the first of ``blocks`` that divides their output channels; a
-    weight no other node reads is dropped. Idempotent; ``graph`` is left as it was."""
+    weight no other node reads is dropped. The 1x1 convolutions of stride 1 whose outputs are in
+    ``pointwise`` are packed even where they would run flat. Idempotent; ``graph`` is left as it
+    was."""
 
     def plan(node: Node) -> PackPlan | None:
-        block = _block(graph, node, blocks)
+        block = _block(graph, node, blocks, pointwise)
         if block is None:
             return None
         op = node.op
@@ -118,9 +125,21 @@ def direct_convs(graph: Graph) -> Graph:
 def for_target(graph: Graph, target: Target | str = "c") -> Graph:
     """``graph`` as it is compiled for ``target``: reshapes moved below the elementwise chains
     after them (:func:`.sink_reshape.sink_reshapes`), then on C targets :func:`pack_conv_weights`
-    by :func:`conv_blocks` and the dense weights packed (:func:`.dense_packed.pack_dense_weights`),
-    on GPU targets the 2-D convolutions computed directly (:func:`direct_convs`)."""
+    by :func:`conv_blocks`, the activations between packed convolutions blocked
+    (:func:`.activation_layout.block_activations`) and the dense weights packed
+    (:func:`.dense_packed.pack_dense_weights`), on GPU targets the 2-D convolutions computed
+    directly (:func:`direct_convs`)."""
     graph = sink_reshapes(graph)
     if not packs_weights(target):
         return direct_convs(graph)
-    return pack_dense_weights(pack_conv_weights(graph, conv_blocks(target)), target)
+    return pack_dense_weights(_blocked_convs(graph, conv_blocks(target)), target)
+
+
+def _blocked_convs(graph: Graph, blocks: tuple[int, ...]) -> Graph:
+    """``graph`` with its convolution weights packed and the activations between them blocked.
+    A 1x1 convolution that would run flat on NCHW data (:func:`.conv_flat.runs_flat`) is packed
+    when it joins a chain of blocked ones: ResNet-50's 64->256 and 128->512 layers, which link
+    every bottleneck to the next; elsewhere (between MobileNet-V2's depthwise layers) it stays flat."""
+    every = {n.output for n in graph.nodes if n.op == "conv2d"}
+    joined = {g.nodes[0].output for g in blocked_groups(pack_conv_weights(graph, blocks, every))} & every
+    return block_activations(pack_conv_weights(graph, blocks, joined))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
@@ -44,7 +45,7 @@ from ..runner.load import load_kernel
 from ..schedule import ScheduleError
 from ..schedule.steps import Step
 from ..task import Task
-from .fusion import Group, fuse
+from .fusion import Group, TaskInfo, fuse
 from .inputs import checked_inputs, index_rows, input_dtype
 from .ir import Graph, GraphError
 from .layout import for_target
@@ -68,6 +69,15 @@ def network_tasks(graph: Graph, target: str = "c") -> list[Task]:
         if g.workload is not None and g.workload not in seen:
             seen[g.workload] = Task(g.workload, target=target)
     return list(seen.values())
+
+
+def extract_tasks(graph: Graph, target: str = "c") -> list[TaskInfo]:
+    """The distinct workloads of ``graph`` compiled for ``target`` (:func:`.layout.for_target`) in
+    order of first use, each with its weight and FLOP share."""
+    counts = Counter(g.workload for g in fuse(for_target(graph, target)) if g.workload is not None)
+    flops = {wl: wl.flops() for wl in counts}
+    total = sum(flops[wl] * n for wl, n in counts.items()) or 1
+    return [TaskInfo(wl, flops[wl], n, flops[wl] * n / total) for wl, n in counts.items()]
 
 
 def _load(task: Task, steps: Sequence[Step]) -> Kernel | GpuCallable:

@@ -15,6 +15,12 @@ import numpy as np
 
 from .ir_core import Graph, Node, fresh_name
 
+#: the attribute of a conv2d node whose weight input is packed, holding the block
+BLOCK_ATTR = "kernel_block"
+#: the attribute of a conv2d node that reads and writes activations blocked by channels, holding
+#: the block (:mod:`.activation_layout`)
+BLOCKED_ATTR = "blocked"
+
 
 @dataclass(frozen=True)
 class PackPlan:

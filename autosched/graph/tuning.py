@@ -50,9 +50,8 @@ from ..search.tuner import Tuner
 from ..search.tuning_space import AUTO, Candidate
 from ..target import Target
 from ..task import Task
-from .fusion import extract_tasks
 from .ir import Graph
-from .network import network_tasks
+from .network import extract_tasks, network_tasks
 from .profile import Checkpoint, NetworkCheck
 
 

@@ -57,21 +57,27 @@ def test_resnet18_gives_its_distinct_convolutions_with_their_weights(
             assert (n, h, r, groups, strides, pads, dilations) == (1, w, s, 1, f"{stride},{stride}",
                                                                   ",".join([str(pad)] * 4), "1,1")
             convs[(c, h, k, r, stride, pad, epi)] = t.weight
-        elif t.workload.name == conv:  # on a CPU every kernel is packed by a vector of output channels
-            # (8 with 32-byte vectors, 16 with 64-byte ones)
+        elif t.workload.name in (conv, "fused_conv2d_nchwc"):  # on a CPU every kernel is packed by a
+            # vector of output channels (8 with 32-byte vectors, 16 with 64-byte ones), and all but
+            # the first convolution run on activations blocked the same way
             n, c, h, w, k, r, s, stride, pad, block, epi, _ = t.workload.args
             assert (n, h, r, block) == (1, w, s, last_arg)
             convs[(c, h, k, r, stride, pad, epi)] = t.weight
     assert convs == RESNET18_CONVS
     assert sum(convs.values()) == 20  # ResNet-18's 20 convolutions (17 + 3 projections)
-    others = {str(t.workload): t.weight for t in tasks if t.workload.name != conv}
+    others = {str(t.workload): t.weight for t in tasks if t.workload.name not in (conv, "fused_conv2d_nchwc")}
     # on a CPU the classifier's weight is packed by blocks of 2 vectors (4 with 64-byte vectors)
     dense = {8: "fused_dense_packed(1,1000,512,16,", 16: "fused_dense_packed(1,1000,512,64,"}.get(
         last_arg, "fused_dense(1,1000,512,")
+    blocked = {  # the pool's output blocked, the last convolution's output back to NCHW
+        f"transpose('1x{64 // last_arg}x{last_arg}x56x56','0,1,3,4,2','float32')": 1,
+        f"transpose('1x{512 // last_arg}x7x7x{last_arg}','0,1,4,2,3','float32')": 1,
+    } if last_arg > 1 else {}
     assert others == {
         "max_pool2d(1,64,112,112,3,2,1,'float32')": 1,
         "global_avg_pool2d(1,512,7,7,'float32')": 1,
         f"{dense}'bias','float32')": 1,
+        **blocked,
     }
     total = sum(t.flops * t.weight for t in tasks)
     assert 3.6e9 < total < 3.7e9  # 1.8 G multiply-adds, as usually quoted for ResNet-18

@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import autosched as asc  # noqa: E402
 from autosched.export.network import export_network, write_network  # noqa: E402
 from autosched.graph import GraphError  # noqa: E402
-from autosched.graph.fusion import extract_tasks  # noqa: E402
+from autosched.graph.network import extract_tasks  # noqa: E402
 
 
 def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
