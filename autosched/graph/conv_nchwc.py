@@ -109,7 +109,7 @@ class NchwcTile:
 
     blocks: int  #: channel blocks per register tile
     cols: int  #: output columns per register tile
-    channels_inner: bool  #: the input channels of a block innermost in the reduction, unrolled
+    channels_inner: bool  #: a block's input channels innermost in the reduction (unrolled, as the taps)
     rows_outer: bool = False  #: output rows outside the channel tiles (else inside)
     parallel: int = 2  #: outer loops fused into the parallel loop (1 or 2)
 
@@ -153,7 +153,8 @@ def tile_conv2d_nchwc(
     rco, ry, rx, rci = s[acc].op.reduce_axis
     window = [ry, rx, rci] if tile.channels_inner else [rci, ry, rx]
     s[acc].reorder(an, ay, rco, *window, ax, ak, aki)
-    s[acc].unroll(rci if tile.channels_inner else rx)
+    for loop in (rx, rci) if tile.channels_inner else (rx,):
+        s[acc].unroll(loop)
     s[acc].unroll(ax)
     s[acc].unroll(ak)
     s[acc].vectorize(aki)
