@@ -269,3 +269,21 @@ def bottleneck_stack(blocks: int = 2, channels: int = 32, mid: int = 16, size: i
         y = m.node("Relu", [m.node("Add", [z, y])])
     y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
     return m.model({"x": (1, channels, size, size)}, y, (1, channels), "bottlenecks")
+
+
+def inverted_residuals(
+    blocks: int = 2, channels: int = 16, expand: int = 4, size: int = 8
+) -> onnx.ModelProto:
+    """``blocks`` MobileNet-V2 blocks (1x1 conv to ``expand`` times the channels, 3x3 depthwise,
+    1x1 conv back, + the block's input), the second of stride 2 without the residual, then global
+    pool and flatten."""
+    m = ModelWriter(8)
+    y, wide = "x", channels * expand
+    for i in range(blocks):
+        stride = 2 if i == 1 else 1
+        z = m.conv(y, channels, wide, 1)
+        z = m.conv(z, wide, wide, 3, stride=stride, pad=1, groups=wide)
+        z = m.conv(z, wide, channels, 1, relu=False)
+        y = m.node("Add", [z, y]) if stride == 1 else z
+    y = m.node("Flatten", [m.node("GlobalAveragePool", [y])], axis=1)
+    return m.model({"x": (1, channels, size, size)}, y, (1, channels), "inverted")

@@ -35,6 +35,11 @@ NETWORK_SHAPES: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
         ("even", (1, 8, 8, 8, 16, 3, 3, 1, 1, 8, "bias,add,relu")),
         ("odd", (2, 12, 9, 7, 8, 1, 1, 2, 0, 4, "scale,sub,gelu")),
     ],
+    # (N, C, H, W, R, S, stride, pad, block, epilogue)
+    "fused_depthwise_nchwc": [
+        ("even", (1, 16, 8, 8, 3, 3, 1, 1, 8, "bias,add,relu")),
+        ("odd", (2, 12, 9, 7, 3, 3, 2, 1, 4, "scale,gelu")),
+    ],
     "fused_dense": [("even", (16, 32, 16, "bias,relu")), ("odd", (7, 13, 19, "bias,add,gelu"))],
     # (M, N, K, block, epilogue): the weight packed by blocks of outputs, N off the block
     "fused_dense_packed": [("even", (16, 32, 16, 16, "bias,relu")), ("odd", (7, 13, 19, 8, "bias,add,gelu"))],

@@ -40,7 +40,10 @@ def _block_of(graph: Graph, group: Group) -> int | None:
     block = dict(anchor.attrs).get(BLOCK_ATTR)
     if anchor.op != "conv2d" or block is None or group.output in graph.outputs:
         return None
-    return block if graph.shapes[anchor.inputs[0]][1] % block == 0 else None
+    channels = graph.shapes[anchor.inputs[0]][1]
+    if anchor.attr("groups") not in (1, channels):  # grouped, neither dense nor depthwise
+        return None
+    return block if channels % block == 0 else None
 
 
 def _reads(group: Group) -> list[str]:

@@ -77,7 +77,7 @@ def fused_conv2d_nchwc(
     q = conv_out_size("fused_conv2d_nchwc", W, S, stride, pad, 1)
     data = te.placeholder((N, C // block, H, W, block), dtype, name="data")
     kernel = te.placeholder((K // block, C, R, S, block), dtype, name="kernel")
-    src = _padded(data, pad) if pad > 0 else data
+    src = padded(data, pad) if pad > 0 else data
     rco, rci = te.reduce_axis(C // block, "rco"), te.reduce_axis(block, "rci")
     ry, rx = te.reduce_axis(R, "ry"), te.reduce_axis(S, "rx")
 
@@ -91,7 +91,7 @@ def fused_conv2d_nchwc(
     return [data, kernel, *extras, out]
 
 
-def _padded(data: Tensor, pad: int) -> Tensor:
+def padded(data: Tensor, pad: int) -> Tensor:
     """Stage ``pad``: blocked ``data`` (N, C/b, H, W, b) with ``pad`` zeros on both sides of H and W."""
     n_, c_, h_, w_, b_ = data.shape
     zero = te.const(0, data.dtype)

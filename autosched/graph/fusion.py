@@ -89,6 +89,10 @@ def _anchor_workload(graph: Graph, node: Node, epilogue: str) -> Workload:
         block = dict(node.attrs).get(BLOCK_ATTR)
         if BLOCKED_ATTR in dict(node.attrs):  # blocked activations (.activation_layout): (N, C/b, H, W, b)
             n, cb, h, w, b = shape[node.inputs[0]]
+            if node.attr("groups") > 1:  # depthwise: its kernel (C/b, R, S, b)
+                r, s = shape[node.inputs[1]][1:3]
+                depthwise = (n, cb * b, h, w, r, s, stride, pad, block, epilogue)
+                return get_workload("fused_depthwise_nchwc", (*depthwise, graph.dtype))
             args = (n, cb * b, h, w, shape[node.output][1] * b, r, s, stride, pad, block, epilogue)
             return get_workload("fused_conv2d_nchwc", (*args, graph.dtype))
         n, c, h, w = shape[node.inputs[0]]

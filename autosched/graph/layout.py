@@ -29,6 +29,7 @@ from .activation_layout import block_activations, blocked_groups
 from .conv_flat import FLAT_REDUCTION, is_pointwise, runs_flat
 from .conv_packed import pack_weight
 from .dense_packed import pack_dense_weights
+from .depthwise_nchwc import pack_depthwise
 from .fused import pack_kernel
 from .ir import Graph, Node
 from .repack import BLOCK_ATTR, PackPlan, with_packed_weights
@@ -55,19 +56,21 @@ def conv_blocks(target: Target | str) -> tuple[int, ...]:
 PACKED_OPS = frozenset({"conv2d", "conv", "conv_transpose"})
 
 
-def _block(graph: Graph, node: Node, blocks: tuple[int, ...], pointwise: Collection[str] = ()) -> int | None:
+def _block(graph: Graph, node: Node, blocks: tuple[int, ...], joining: Collection[str] = ()) -> int | None:
     """The block of ``blocks`` that ``node``'s weight is packed by, None if it is not packed (a
-    1x1 convolution that would run flat is packed where its output is in ``pointwise``)."""
-    if node.op not in PACKED_OPS or BLOCK_ATTR in dict(node.attrs) or node.attr("groups") != 1:
+    1x1 convolution that would run flat, or a depthwise one, is packed where its output is in
+    ``joining``: it joins a chain of blocked activations)."""
+    if node.op not in PACKED_OPS or BLOCK_ATTR in dict(node.attrs) or node.inputs[1] not in graph.constants:
         return None
-    weight = node.inputs[1]
-    if weight not in graph.constants:
+    shape = graph.shapes[node.inputs[1]]
+    if node.op == "conv2d" and _depthwise(graph, node):
+        return next((b for b in blocks if shape[0] % b == 0), None) if node.output in joining else None
+    if node.attr("groups") != 1:
         return None
-    shape = graph.shapes[weight]
     if node.op == "conv2d":
         k, c, r, s = shape
         stride, pad = node.attr("stride"), node.attr("pad")
-        wanted = node.output in pointwise and is_pointwise(r, s, stride, pad)
+        wanted = node.output in joining and is_pointwise(r, s, stride, pad)
         if runs_flat(c, r, s, stride, pad, k) and not wanted:  # vectorized along pixels instead
             return None
     elif math.prod(shape[1:] if node.op == "conv" else (shape[0], *shape[2:])) < FLAT_REDUCTION:
@@ -76,29 +79,38 @@ def _block(graph: Graph, node: Node, blocks: tuple[int, ...], pointwise: Collect
     return next((b for b in blocks if channels % b == 0), None)
 
 
-def _packed(weight: np.ndarray, op: str, block: int) -> np.ndarray:
+def _depthwise(graph: Graph, node: Node) -> bool:
+    """Whether 2-D convolution ``node`` is depthwise: one group per input and output channel."""
+    groups = node.attr("groups")
+    return groups > 1 and graph.shapes[node.inputs[1]][0] == groups == graph.shapes[node.inputs[0]][1]
+
+
+def _packed(weight: np.ndarray, op: str, block: int, depthwise: bool) -> np.ndarray:
     """``weight`` of a node of ``op`` packed by ``block`` output channels."""
+    if depthwise:
+        return pack_depthwise(weight, block)
     if op == "conv2d":
         return pack_kernel(weight, block)
     return pack_weight(weight, block, transposed=op == "conv_transpose")
 
 
 def pack_conv_weights(
-    graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,), pointwise: Collection[str] = ()
+    graph: Graph, blocks: tuple[int, ...] = (CONV_BLOCK,), joining: Collection[str] = ()
 ) -> Graph:
     """A copy of ``graph`` whose packable convolutions (see the module) read packed weights,
     named ``<weight>.packed``, by the first of ``blocks`` that divides their output channels; a
-    weight no other node reads is dropped. The 1x1 convolutions of stride 1 whose outputs are in
-    ``pointwise`` are packed even where they would run flat. Idempotent; ``graph`` is left as it
+    weight no other node reads is dropped. The 1x1 convolutions of stride 1 and the depthwise ones
+    whose outputs are in ``joining`` are packed too (they join blocked activations, where a 1x1
+    one would otherwise run flat and a depthwise one is never packed). Idempotent; ``graph`` is left as it
     was."""
 
     def plan(node: Node) -> PackPlan | None:
-        block = _block(graph, node, blocks, pointwise)
+        block = _block(graph, node, blocks, joining)
         if block is None:
             return None
-        op = node.op
-        key = (node.inputs[1], op == "conv_transpose", block)
-        return PackPlan(key, BLOCK_ATTR, block, lambda weight: _packed(weight, op, block))
+        op, depthwise = node.op, node.op == "conv2d" and _depthwise(graph, node)
+        key = (node.inputs[1], op == "conv_transpose", depthwise, block)
+        return PackPlan(key, BLOCK_ATTR, block, lambda weight: _packed(weight, op, block, depthwise))
 
     return with_packed_weights(graph, plan)
 
@@ -132,14 +144,26 @@ def for_target(graph: Graph, target: Target | str = "c") -> Graph:
     graph = sink_reshapes(graph)
     if not packs_weights(target):
         return direct_convs(graph)
-    return pack_dense_weights(_blocked_convs(graph, conv_blocks(target)), target)
+    blocks = conv_blocks(target)
+    convs = _blocked_convs(graph, blocks) if blocks_activations(target) else pack_conv_weights(graph, blocks)
+    return pack_dense_weights(convs, target)
+
+
+def blocks_activations(target: Target | str) -> bool:
+    """Whether graphs compiled for C target ``target`` keep activations blocked between packed
+    convolutions (:mod:`.activation_layout`): where a float32 vector holds 4 lanes or more. On a
+    core without float vectors (a Cortex-M4) a blocked kernel only unrolls more code: DS-CNN's
+    flash grew by a fifth."""
+    tgt = Target.parse(target)
+    return tgt.vector_bytes is not None and tgt.vector_lanes("float32") >= 4
 
 
 def _blocked_convs(graph: Graph, blocks: tuple[int, ...]) -> Graph:
     """``graph`` with its convolution weights packed and the activations between them blocked.
-    A 1x1 convolution that would run flat on NCHW data (:func:`.conv_flat.runs_flat`) is packed
-    when it joins a chain of blocked ones: ResNet-50's 64->256 and 128->512 layers, which link
-    every bottleneck to the next; elsewhere (between MobileNet-V2's depthwise layers) it stays flat."""
+    A 1x1 convolution that would run flat on NCHW data (:func:`.conv_flat.runs_flat`), or a
+    depthwise one, is packed when it joins a chain of blocked ones: ResNet-50's 64->256 and 128->512
+    layers, which link every bottleneck to the next, MobileNet-V2's 1x1 and depthwise layers;
+    elsewhere they stay flat."""
     every = {n.output for n in graph.nodes if n.op == "conv2d"}
     joined = {g.nodes[0].output for g in blocked_groups(pack_conv_weights(graph, blocks, every))} & every
     return block_activations(pack_conv_weights(graph, blocks, joined))

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from ..dtypes import dtype as dtype_info
 from ..expr import Tensor, as_int, topo_order
 from ..ops import Workload
-from ..ops.schedules import PackedConvTile, packed_conv_default, tile_conv2d_packed
+from ..ops.schedules import PackedConvTile, packed_conv_cols, packed_conv_default, tile_conv2d_packed
 from ..schedule import Schedule
 from ..space.knobs import Config, OtherEntity, ReorderEntity
 from ..space.templates.common import knob
@@ -29,6 +29,7 @@ from ..space.templates.registry import register_template
 from ..target import Target
 from . import epilogue as epi
 from .conv_nchwc import NchwcTile, nchwc_default, output_and_accumulator, tile_conv2d_nchwc
+from .depthwise_nchwc import DepthwiseTile, tile_depthwise_nchwc
 
 #: channel blocks per register tile the template tries (those that divide the kernel's blocks)
 BLOCK_CHOICES = (1, 2, 4)
@@ -141,5 +142,22 @@ def nchwc_conv_knobs(wl: Workload, target: Target) -> dict[str, Any]:
     return values | {"channels_inner": int(tile.channels_inner)}
 
 
+@register_template("fused_depthwise_nchwc", "c")
+def fused_depthwise_nchwc_template(cfg: Config, tensors: list[Tensor], target: Target) -> Schedule:
+    """fused_depthwise_nchwc: output columns per register tile, the padding inlined or copied."""
+    s, out, acc = output_and_accumulator(tensors, target)
+    cfg.define_knob("cols", col_choices(as_int(out.shape[3])))
+    cfg.define_knob("inline_pad", [1, 0])
+    tile = DepthwiseTile(int(_value(cfg, "cols")), bool(_value(cfg, "inline_pad")))
+    tile_depthwise_nchwc(s, out, acc, target, tile)
+    return s
+
+
+def depthwise_knobs(wl: Workload, target: Target) -> dict[str, Any]:
+    """The knob values of ``fused_depthwise_nchwc_cpu`` (the hand-written schedule)."""
+    return {"cols": packed_conv_cols(as_int(wl.outputs[0].shape[3])), "inline_pad": 1}
+
+
 KNOBS["fused_conv2d_packed"] = packed_conv_knobs
 KNOBS["fused_conv2d_nchwc"] = nchwc_conv_knobs
+KNOBS["fused_depthwise_nchwc"] = depthwise_knobs

@@ -53,9 +53,24 @@ def test_bottlenecks_run_blocked_from_the_first_convolution_to_the_pool() -> Non
     assert "fused_conv2d_nchwc(1,16,6,6,32,1,1,1,0,8,'bias,add,relu','float32')" in tasks  # residual fused
 
 
+def test_inverted_residuals_run_blocked_through_their_depthwise_layers() -> None:
+    # 1x1 layers of 16 and 64 channels and depthwise ones, all flat on their own: blocked together
+    model = gm.inverted_residuals(blocks=3)
+    kinds = _kinds(model)
+    assert kinds == {
+        "fused_conv2d_nchwc": 6, "fused_depthwise_nchwc": 3, "transpose": 2, "global_avg_pool2d": 1,
+    }
+    tasks = [str(t.workload) for t in extract_tasks(asc.from_onnx(model), TARGET)]
+    # the strided one, with its epilogue
+    assert "fused_depthwise_nchwc(1,64,8,8,3,3,2,1,8,'bias,relu','float32')" in tasks
+    # a depthwise layer with nothing blocked around it stays flat
+    assert _kinds(gm.conv_bn_relu_pool_dense())["fused_conv2d"] == 2
+
+
 @pytest.mark.requires("gcc")
 def test_a_blocked_network_matches_onnxruntime() -> None:
     _matches_onnxruntime(gm.bottleneck_stack())
+    _matches_onnxruntime(gm.inverted_residuals(blocks=3))
     _matches_onnxruntime(gm.conv_chain(3))
     _matches_onnxruntime(gm.resnet18(size=32, width=8, classes=10), "c -num-threads=2 -vector-bytes=64")
 
@@ -67,8 +82,10 @@ def test_convolutions_stay_nchw_where_blocking_costs_as_many_layout_changes() ->
     assert _kinds(gm.conv_chain(3)) == {"fused_conv2d_nchwc": 3, "transpose": 2, "global_avg_pool2d": 1}
 
 
-def test_a_gpu_graph_and_a_flat_pointwise_layer_alone_are_not_blocked() -> None:
+def test_a_gpu_graph_a_scalar_core_and_a_flat_pointwise_layer_alone_are_not_blocked() -> None:
     assert "fused_conv2d_nchwc" not in _kinds(gm.conv_chain(3), "opencl")
+    # a Cortex-M4 has no float vectors: the weights are packed, the activations stay NCHW
+    assert _kinds(gm.conv_chain(3), "c -cc=arm-none-eabi-gcc -mcpu=cortex-m4")["fused_conv2d_packed"] == 3
     # a lone bottleneck block: its last 1x1 layer makes the graph's output, the other two would
     # need two layout changes; its 1x1 layers of 16 and 32 channels stay flat
     lone = gm.bottleneck_block(channels=32, mid=16, size=6)

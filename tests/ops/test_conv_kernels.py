@@ -22,6 +22,7 @@ import autosched as asc  # noqa: E402
 from autosched.graph.conv_flat import FLAT_REDUCTION, POINTWISE_PACKED, FlatGeometry, runs_flat  # noqa: E402
 from autosched.graph.conv_packed import pack_weight, unpack_weight  # noqa: E402
 from autosched.graph.layout import for_target  # noqa: E402
+from autosched.graph.repack import BLOCKED_ATTR  # noqa: E402
 from autosched.ops import get_workload  # noqa: E402
 from autosched.ops.schedules import default_schedule  # noqa: E402
 from autosched.records import load_records  # noqa: E402
@@ -178,8 +179,10 @@ def test_a_network_of_every_kind_matches_onnxruntime_and_packs_what_it_should() 
     graph = asc.from_onnx(model)
     packed = for_target(graph, "c -vector-bytes=64")
     blocks = [(n.op, dict(n.attrs).get("kernel_block")) for n in packed.nodes if "conv" in n.op]
-    # flat: the first layer, the 1x1 and the depthwise; packed: the 3x3 of 32 channels, the transposed
-    assert blocks == [("conv2d", None)] * 3 + [("conv2d", 16), ("conv_transpose", 16)]
+    # flat: the first layer; packed, reading and writing blocked activations: the 1x1, the
+    # depthwise and the 3x3 of 32 channels (three layers, two layout changes); packed: the transposed
+    assert blocks == [("conv2d", None)] + [("conv2d", 16)] * 3 + [("conv_transpose", 16)]
+    assert [n.op for n in packed.nodes if BLOCKED_ATTR in dict(n.attrs)] == ["conv2d"] * 3
     x = np.random.default_rng(1).standard_normal((1, 3, 18, 14)).astype(np.float32)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]

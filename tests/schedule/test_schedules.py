@@ -33,7 +33,7 @@ BUILTIN_OPERATORS = {"matmul", "matmul_lowp", "batch_matmul", "dense", "conv2d_n
                      "depthwise_conv2d_nchw", "max_pool2d", "avg_pool2d", "softmax", "relu", "add",
                      # the network workloads of autosched.graph (their recipes: graph_schedule_cases)
                      "fused_conv2d", "fused_conv2d_packed", "fused_conv2d_nchwc",
-                     "fused_dense", "fused_batch_matmul",
+                     "fused_depthwise_nchwc",                      "fused_dense", "fused_batch_matmul",
                      "fused_elementwise",
                      "global_avg_pool2d", "transpose", "broadcast_to", "pad", "layer_norm", "softmax_axis",
                      "fused_conv", "fused_conv_transpose", "pool", "reduce", "slice", "gather",

@@ -1,4 +1,5 @@
-"""Convolutions on blocked activations (autosched.graph.conv_nchwc) and their knob template.
+"""Convolutions on blocked activations (autosched.graph.conv_nchwc, .depthwise_nchwc) and their
+knob templates.
 
 Sampled configs on shapes the tiles do not divide are built with gcc, checked against the numpy
 reference (which computes in NCHW and blocks the result) and replayed from JSON on a fresh DAG;
@@ -15,6 +16,7 @@ from schedule_cases import check_against_reference, check_template_samples
 
 import autosched as asc
 from autosched.graph.conv_nchwc import block_nchw, nchwc_default, unblock_nchw
+from autosched.graph.depthwise_nchwc import pack_depthwise, unpack_depthwise
 from autosched.ops.schedules import default_schedule
 from autosched.space.templates import instantiate, template_space
 from autosched.space.templates.handwritten import hand_written_config
@@ -27,6 +29,11 @@ AVX512 = "c -num-threads=2 -vector-bytes=64 -l2=1M"
 SHAPES = {
     "3x3": (1, 16, 9, 11, 32, 3, 3, 1, 1, 8, "bias,relu"),
     "1x1-stride2": (2, 24, 13, 14, 16, 1, 1, 2, 0, 8, "bias,add,relu"),
+}
+#: (N, C, H, W, R, S, stride, pad, block, epilogue) of depthwise ones: a partial last tile, stride 2
+DEPTHWISE = {
+    "3x3": (1, 24, 11, 11, 3, 3, 1, 1, 8, "bias,add,relu"),
+    "5x5-stride2": (1, 16, 13, 9, 5, 5, 2, 2, 8, ""),
 }
 CONFIGS = max(12, int(os.environ.get("AUTOSCHED_RANDOM_PROGRAMS", "150")) // 10)
 
@@ -104,3 +111,33 @@ def test_a_pointwise_tile_takes_a_blocks_channels_innermost_and_a_window_outside
 def test_the_default_schedule_without_an_epilogue_is_correct() -> None:
     wl = asc.get_workload("fused_conv2d_nchwc", (1, 16, 10, 10, 24, 1, 1, 1, 0, 8, ""))
     check_against_reference(wl, default_schedule(wl, TARGET)[0], TARGET)
+
+
+def test_a_depthwise_kernel_packs_and_the_reference_is_the_nchw_one_blocked() -> None:
+    rng = np.random.default_rng(1)
+    kernel = rng.standard_normal((16, 1, 3, 3))
+    assert np.array_equal(unpack_depthwise(pack_depthwise(kernel, 8)), kernel)
+    assert pack_depthwise(kernel, 8)[1, 2, 0, 5] == kernel[13, 0, 2, 0]
+    args = (1, 16, 7, 6, 3, 3, 2, 1, 8, "bias,relu")
+    wl = asc.get_workload("fused_depthwise_nchwc", args)
+    nchw = asc.get_workload("fused_conv2d", (1, 16, 7, 6, 16, 3, 3, 2, 1, 16, "bias,relu"))
+    x, bias = rng.standard_normal((1, 16, 7, 6)), rng.standard_normal(16)
+    (expected,) = nchw.reference(x, kernel, bias)
+    (blocked,) = wl.reference(block_nchw(x, 8), pack_depthwise(kernel, 8), bias)
+    assert np.allclose(blocked, block_nchw(expected, 8))
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_sampled_depthwise_configs_are_correct_and_replayable(case: str) -> None:
+    space = template_space(asc.get_workload("fused_depthwise_nchwc", DEPTHWISE[case]), TARGET)
+    assert set(space.knobs) == {"cols", "inline_pad"} and space.knobs["inline_pad"] == 2
+    check_template_samples(lambda: asc.get_workload("fused_depthwise_nchwc", DEPTHWISE[case]), TARGET, 6)
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_the_hand_written_depthwise_schedule_is_a_config(case: str) -> None:
+    wl = asc.get_workload("fused_depthwise_nchwc", DEPTHWISE[case])
+    cfg = hand_written_config(wl, TARGET)
+    assert cfg is not None and cfg.to_dict()["inline_pad"] == 1
+    assert instantiate(wl, TARGET, cfg).steps == default_schedule(wl, TARGET)[0].steps
