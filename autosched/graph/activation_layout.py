@@ -86,9 +86,9 @@ def blocked_groups(graph: Graph) -> dict[Group, int]:
         members[mine] = members.get(mine, 0) + 1
         change = changes.setdefault(mine, set())
         change.update((v, True) for v in _reads(g) if v not in block or find(v) != mine)
-        if g.output in graph.outputs or any(h.output not in block or find(h.output) != mine
-                                            or g.output not in _reads(h) for h in readers.get(g.output, [])):
-            change.add((g.output, False))
+        if any(h.output not in block or find(h.output) != mine or g.output not in _reads(h)
+               for h in readers.get(g.output, [])):
+            change.add((g.output, False))  # read by another group, or in another role
     kept = {r for r, n in members.items() if n >= 2 and n > len(changes[r])}
     return {g: block[g.output] for g in candidates if find(g.output) in kept}
 
