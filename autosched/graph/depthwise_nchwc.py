@@ -5,10 +5,10 @@ the b channels of a block: per output pixel and kernel tap, one vector of input 
 of kernel values, the kernel packed (C/b, R, S, b). It lets the blocked layout flow through
 MobileNet-style blocks (1x1, depthwise, 1x1) instead of stopping at every depthwise layer.
 
-The padding is a bounds check on the input read, not a padded copy: measured before it was built
-(AMD EPYC Zen 3, AVX2, 2 threads, caches evicted as in a network), MobileNet-V2's depthwise layers
-ran 1.07-1.39x as fast as the flat NCHW kernel (``fused_conv2d``) that way, and 0.73-0.89x with a
-padded copy written first (a depthwise layer does too little work per byte to pay for that pass).
+The padding is a bounds check on the input read, not a padded copy: MobileNet-V2's depthwise
+layers ran 1.19-1.61x as fast as the flat NCHW kernel (``fused_conv2d``) that way, and 0.72-1.23x
+with a padded copy written first (a depthwise layer does too little work per byte to pay for that
+pass; AMD EPYC Zen 3, AVX2, 2 threads, caches evicted as in a network, ``benchmarks/bench_nchwc.py``).
 """
 
 from __future__ import annotations
