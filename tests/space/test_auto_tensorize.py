@@ -24,6 +24,7 @@ from autosched.runner.measure import MeasureErrorNo, MeasureInput
 from autosched.schedule import ScheduleError
 from autosched.schedule.steps import Step
 from autosched.space.generated import SketchSpace
+from autosched.space.tensorize import DOT_FALLBACK, legal_rows, mr_choices
 
 AVX2 = "c -num-threads=2 -mattr=avx2"  # the rule follows the target's extensions, not this CPU's
 RNG = np.random.default_rng(11)
@@ -222,7 +223,7 @@ def test_the_rule_applies_where_the_target_has_an_intrinsic_and_the_shapes_allow
 
 @pytest.mark.requires("gcc", "avx2")
 @pytest.mark.parametrize(
-    "name, shape", [("test_user_int8_mm", (37, 48, 68)), ("test_user_int8_mm_relu", (21, 32, 132))]
+    "name, shape", [("test_user_int8_mm", (36, 48, 68)), ("test_user_int8_mm_relu", (21, 32, 132))]
 )
 def test_programs_of_the_tensorize_sketch_equal_numpy(name: str, shape: tuple[int, int, int]) -> None:
     wl = asc.Task(name, shape).workload
@@ -247,7 +248,20 @@ def test_programs_of_the_tensorize_sketch_equal_numpy(name: str, shape: tuple[in
         c = np.zeros((m, n), np.int32)
         asc.build(s, wl.tensors(), AVX2)(a, w, c)
         np.testing.assert_array_equal(c, want)
-    assert len(drawn) >= 4  # several row blocks and k blocks, most not dividing M
+    assert len(drawn) >= 4  # several row blocks and k blocks
+    assert all(m % rows == 0 for rows, _ in drawn)  # no partial block left to the scalar loop nest
+
+
+def test_row_blocks_divide_the_rows_where_any_choice_does() -> None:
+    assert mr_choices("vnni", "dot", 28) == (4, 7, 14, 28)  # a 28-pixel row of a convolution
+    assert mr_choices("vnni", "dot", 1024) == (4, 8, 16)
+    assert mr_choices("vnni", "dot", 31) == DOT_FALLBACK  # a prime over 28: partial blocks
+    assert mr_choices("vnni", "avx2", 21) == (1, 3)
+    assert mr_choices("sdot", "dot", 10) == (2,)  # NEON
+    assert mr_choices("vnni", "amx", 20) == (16, 32, 48, 64)  # whole tiles, whatever the rows
+    # a tile that mutation moved off the choices goes back to the largest below it
+    assert legal_rows(9, (4, 7, 14, 28)) == 7
+    assert legal_rows(2, (4, 7, 14, 28)) == 4
 
 
 @pytest.mark.requires("gcc", "avx2")
