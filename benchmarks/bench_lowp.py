@@ -13,8 +13,9 @@ calls for at least ``--min-ms``; the table gives the median round (time per call
 and the median of the rounds' median calls (which a shared, loaded machine disturbs less), in
 GOP/s (2 n^3 operations per call) and relative to autosched's float32
 matmul: the tuned one from ``--log`` (a tuning log of ``matmul n n n``), else its hand-written
-default schedule. The int8 weight is packed once before timing (``asc.intrin.pack_b``), as
-constant weights are at build time.
+default schedule. The low-precision weight is packed once before timing (``asc.intrin.pack_b``),
+as constant weights are at build time: in panels of 32 columns for the AVX-512 paths (VNNI,
+AVX512-BF16), of 16 for AMX and AVX2.
 Results are appended to benchmarks/results/lowp.json.
 """
 
@@ -87,11 +88,12 @@ def _autosched(
     else:
         kind = "vnni" if side.startswith("int8") else "bf16"
         path = side.split()[1] if side.endswith(("amx", "avx2")) else "dot"
-        T = packed_tensors(n, n, n, kind)
+        cols = 32 if path == "dot" else 16  # AVX-512: two vectors of columns per call
+        T = packed_tensors(n, n, n, kind, cols=cols)
         f = asc.build(matmul_lowp(T, target, path=path), T, target)
         a, b = (x["a8"], x["b8"]) if kind == "vnni" else (x["a16"], x["b16"])
         c = aligned_empty((n, n), "int32" if kind == "vnni" else "float32")
-        args = (aligned(a), aligned(pack_b(b, 4 if kind == "vnni" else 2)), c)
+        args = (aligned(a), aligned(pack_b(b, 4 if kind == "vnni" else 2, cols)), c)
         wide = np.int32 if kind == "vnni" else np.float32
         want = a.astype(wide) @ b.astype(wide)
     f(*args)

@@ -11,14 +11,15 @@ from collections.abc import Callable
 
 from ..te.intrin import TensorIntrin
 from .amx import amx_intrin
-from .dot import dot_intrin
+from .dot import LANES, dot_intrin
 from .dot_avx2 import avx2_dot_intrin
 from .gemm import gemm_ukernel
 
 _NUM = r"([1-9][0-9]{0,4})"
 PATTERNS: list[tuple[re.Pattern[str], Callable[..., TensorIntrin]]] = [
-    (re.compile(rf"dot_(vnni|bf16|sdot|udot)_{_NUM}x{_NUM}(_portable)?"),
-     lambda kind, mr, kc, portable: dot_intrin(kind, int(mr), int(kc), portable=bool(portable))),
+    (re.compile(rf"dot_(vnni|bf16|sdot|udot)_{_NUM}x{_NUM}(?:_n(32))?(_portable)?"),
+     lambda kind, mr, kc, cols, portable:
+         dot_intrin(kind, int(mr), int(kc), bool(portable), int(cols or LANES))),
     (re.compile(rf"dot_avx2_(?:(sdot|udot)_)?{_NUM}x{_NUM}"),
      lambda kind, mr, kc: avx2_dot_intrin(int(mr), int(kc), kind or "vnni")),
     (re.compile(rf"amx_(vnni|bf16)_{_NUM}x{_NUM}"), lambda kind, mr, kc: amx_intrin(kind, int(mr), int(kc))),

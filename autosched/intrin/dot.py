@@ -7,6 +7,8 @@ All compute ``c[i, j] (+)= sum(a[i, g*ko + ki] * b[ko, j, ki])`` over an ``mr x 
 ``c`` and ``kc`` reductions, ``g`` = 4 (VNNI, sdot, udot) or 2 (BF16) consecutive ``k`` per lane,
 with B laid out as :func:`pack_b` makes it: ``[N/16, K/g, 16, g]``, so that one 64-byte load
 holds the ``g`` values of ``k`` for 16 columns (on NEON: four 128-bit loads of 4 columns each).
+The x86 kinds also have blocks of 32 columns over panels of 32 (``cols=32``: two loads of B per
+``k`` group, each broadcast of A used twice).
 Row strides ``lda`` and ``ldc`` are parameters; the packed panel is contiguous. Integer results
 are bit-identical on every path (int32 sums wrap, as numpy's do).
 """
@@ -26,6 +28,8 @@ from .neon_dot import ATTRIBUTE as NEON_ATTRIBUTE
 from .neon_dot import neon_vector
 
 LANES = 16  # output columns per call: one 512-bit vector of int32 or float32 (four NEON vectors)
+#: columns per call (and per packed panel) the blocks may have: one or two vectors on x86
+COLS = (16, 32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,34 +56,41 @@ UDOT = DotKind("udot", "uint8", "uint8", "int32", 4, ("asimddp",), NEON_ATTRIBUT
 KINDS = {k.name: k for k in (VNNI, BF16, SDOT, UDOT)}
 
 
-def pack_b(b: np.ndarray, group: int) -> np.ndarray:
-    """Lay a ``[K, N]`` weight out as ``[N/16, K/group, 16, group]`` (``group`` consecutive ``k``
-    of one column side by side), the layout of the dot-product and AMX intrinsics. Done once, at
-    build time, for constant weights."""
+def _check_cols(cols: object, who: str) -> None:
+    if cols not in COLS:
+        raise ValueError(f"{who}: cols must be one of {', '.join(map(str, COLS))}, got {cols!r}")
+
+
+def pack_b(b: np.ndarray, group: int, cols: int = LANES) -> np.ndarray:
+    """Lay a ``[K, N]`` weight out as ``[N/cols, K/group, cols, group]`` (``group`` consecutive
+    ``k`` of one column side by side, panels of ``cols`` columns), the layout of the dot-product
+    and AMX intrinsics. Done once, at build time, for constant weights."""
     b = np.asarray(b)
     if b.ndim != 2:
         raise ValueError(f"pack_b: expected a [K, N] matrix, got shape {b.shape}")
     k, n = b.shape
-    if n % LANES or k % group:
-        raise ValueError(f"pack_b: N={n} must divide by {LANES} and K={k} by {group}; pad the weight")
-    return np.ascontiguousarray(b.reshape(k // group, group, n // LANES, LANES).transpose(2, 0, 3, 1))
+    _check_cols(cols, "pack_b")
+    if n % cols or k % group:
+        raise ValueError(f"pack_b: N={n} must divide by {cols} and K={k} by {group}; pad the weight")
+    return np.ascontiguousarray(b.reshape(k // group, group, n // cols, cols).transpose(2, 0, 3, 1))
 
 
-def packed_tensors(m: int, n: int, k: int, kind: str = "vnni") -> list[te.Tensor]:
-    """``[A, B, C]`` of a low-precision matmul whose weight ``B`` is already packed (:func:`pack_b`):
-    ``C[i, j] = sum(A[i, g*ko + ki].astype(acc) * B[j // 16, ko, j % 16, ki].astype(acc))``,
-    two reduce axes ``ko`` (K/g) and ``ki`` (g) as the intrinsics compute them."""
+def packed_tensors(m: int, n: int, k: int, kind: str = "vnni", cols: int = LANES) -> list[te.Tensor]:
+    """``[A, B, C]`` of a low-precision matmul whose weight ``B`` is already packed (:func:`pack_b`
+    with ``cols``): ``C[i, j] = sum(A[i, g*ko + ki].astype(acc) * B[j // cols, ko, j % cols,
+    ki].astype(acc))``, two reduce axes ``ko`` (K/g) and ``ki`` (g) as the intrinsics compute them."""
     d = KINDS[kind]
-    if n % LANES or k % d.group:
-        raise ValueError(f"packed_tensors: N={n} must divide by {LANES} and K={k} by {d.group}")
+    _check_cols(cols, "packed_tensors")
+    if n % cols or k % d.group:
+        raise ValueError(f"packed_tensors: N={n} must divide by {cols} and K={k} by {d.group}")
     A = te.placeholder((m, k), d.a_dtype, name="A")
-    B = te.placeholder((n // LANES, k // d.group, LANES, d.group), d.b_dtype, name="B")
+    B = te.placeholder((n // cols, k // d.group, cols, d.group), d.b_dtype, name="B")
     ko = te.reduce_axis(k // d.group, name="ko")
     ki = te.reduce_axis(d.group, name="ki")
     C = te.compute(
         (m, n),
         lambda i, j: te.sum(
-            A[i, ko * d.group + ki].astype(d.acc) * B[j // LANES, ko, j % LANES, ki].astype(d.acc),
+            A[i, ko * d.group + ki].astype(d.acc) * B[j // cols, ko, j % cols, ki].astype(d.acc),
             axis=[ko, ki],
         ),
         name="C",
@@ -87,7 +98,7 @@ def packed_tensors(m: int, n: int, k: int, kind: str = "vnni") -> list[te.Tensor
     return [A, B, C]
 
 
-def _portable(name: str, d: DotKind, mr: int, kc: int) -> str:
+def _portable(name: str, d: DotKind, mr: int, kc: int, cols: int) -> str:
     a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
     if d.acc == "int32":  # products fit in int32; sums wrap as the instruction's do
         term = "(uint32_t)((int32_t)a[g] * (int32_t)bk[j * G + g])"
@@ -100,10 +111,10 @@ def _portable(name: str, d: DotKind, mr: int, kc: int) -> str:
   enum {{ G = {d.group} }};
   for (int i = 0; i < {mr}; ++i) {{
     const {a_t}* a0 = A + (long)i * lda;
-    for (int j = 0; j < {LANES}; ++j) {{
+    for (int j = 0; j < {cols}; ++j) {{
       {acc_t} t = acc ? {start} : 0;
       for (int ko = 0; ko < {kc // d.group}; ++ko) {{
-        const {b_t}* bk = B + ko * {LANES} * G;
+        const {b_t}* bk = B + ko * {cols} * G;
         const {a_t}* a = a0 + ko * G;
         for (int g = 0; g < G; ++g) t += {term};
       }}
@@ -113,43 +124,46 @@ def _portable(name: str, d: DotKind, mr: int, kc: int) -> str:
 }}"""
 
 
-#: one accumulation ``c{i} += a . b`` as the instruction itself (AT&T order: b, a, c): through the
+#: one accumulation ``c += a . b`` as the instruction itself (AT&T order: b, a, c): through the
 #: intrinsics gcc 12 copies each tied accumulator to another register and back around every
 #: instruction, 1.3-1.5x slower (a 16-column VNNI block at 670 against 920-970 GOP/s on one Zen 5
 #: core, the instruction's rate 1,070; clang needs no help)
-ACCUMULATE = '__asm__("{op} %2, %1, %0" : "+v"(c{{i}}) : "v"({a}), "v"(b));'
+ACCUMULATE = '__asm__("{op} %2, %1, %0" : "+v"({c}) : "v"(a), "v"({b}));'
 
 
-def _vector(name: str, d: DotKind, mr: int, kc: int) -> str:
+def _vector(name: str, d: DotKind, mr: int, kc: int, cols: int) -> str:
     a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
+    panel, vector = cols * d.group, LANES * d.group  # B's elements per k group, per vector
     if d.acc == "int32":
         vt, load, store = "__m512i", "_mm512_loadu_si512", "_mm512_storeu_si512"
-        zero = "_mm512_setzero_si512()"
-        step = ACCUMULATE.format(op="vpdpbusd", a="_mm512_set1_epi32(w)")
-        bload = "const __m512i b = _mm512_loadu_si512((const void*)(B + ko * 64));"
+        zero, op, a, b = "_mm512_setzero_si512()", "vpdpbusd", "_mm512_set1_epi32(w)", "{}"
     else:
         vt, load, store, zero = "__m512", "_mm512_loadu_ps", "_mm512_storeu_ps", "_mm512_setzero_ps()"
-        step = ACCUMULATE.format(op="vdpbf16ps", a="_mm512_castsi512_ps(_mm512_set1_epi32(w))")
-        bload = "const __m512 b = _mm512_castsi512_ps(_mm512_loadu_si512((const void*)(B + ko * 32)));"
-    accs = ", ".join(f"c{i}" for i in range(mr))
+        op, a, b = "vdpbf16ps", "_mm512_castsi512_ps(_mm512_set1_epi32(w))", "_mm512_castsi512_ps({})"
+    vectors = range(cols // LANES)
+    # accumulator of row i, vector v: c{i}_{v}, at C + i * ldc + 16 v
+    blocks = [(f"c{i}_{v}", f"C + (long){i} * ldc + {LANES * v}") for i in range(mr) for v in vectors]
     lines = [
         f'__attribute__((target("{d.attribute}"))) static void {name}({c_t}* restrict C, '
         f"const {a_t}* restrict A, const {b_t}* restrict B, int lda, int ldc, int acc) {{",
-        f"  {vt} {accs};",
+        f"  {vt} {', '.join(c for c, _ in blocks)};",
         "  if (acc) {",
-        *(f"    c{i} = {load}((const void*)(C + (long){i} * ldc));" for i in range(mr)),
+        *(f"    {c} = {load}((const void*)({at}));" for c, at in blocks),
         "  } else {",
-        *(f"    c{i} = {zero};" for i in range(mr)),
+        *(f"    {c} = {zero};" for c, _ in blocks),
         "  }",
         f"  for (int ko = 0; ko < {kc // d.group}; ++ko) {{",
-        f"    {bload}",
+        *(f"    const __m512i b{v} = _mm512_loadu_si512((const void*)(B + ko * {panel} + {v * vector}));"
+          for v in vectors),
         "    int w;",
-    ]
+    ]  # fmt: skip
     for i in range(mr):
         lines.append(f"    memcpy(&w, A + (long){i} * lda + ko * {d.group}, 4);")
-        lines.append("    " + step.format(i=i))
-    lines += ["  }", *(f"  {store}((void*)(C + (long){i} * ldc), c{i});" for i in range(mr)), "}"]
-    return "\n".join(lines)
+        lines.append(f"    {{ const {vt} a = {a};")
+        lines += [f"      {ACCUMULATE.format(op=op, c=f'c{i}_{v}', b=b.format(f'b{v}'))}" for v in vectors]
+        lines.append("    }")
+    lines += ["  }", *(f"  {store}((void*)({at}), {c});" for c, at in blocks)]
+    return "\n".join([*lines, "}"])
 
 
 def _dispatch(name: str, d: DotKind, parts: list[str], vector: str | None) -> str:
@@ -174,20 +188,25 @@ static inline float asc_dot_bf16_f32(uint16_t h) {
 }"""
 
 
-def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False) -> TensorIntrin:
-    """The ``mr x 16 x kc`` dot-product intrinsic of ``kind`` (``"vnni"``, ``"bf16"`` on x86;
-    ``"sdot"``, ``"udot"`` on AArch64; see the module docstring). Its vector path is compiled
-    unconditionally for the kind's architecture (a kernel using it needs the CPU extension:
-    ``intrin.requires``); ``portable=True`` keeps only the C path, as does a strict C99 build."""
+def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False, cols: int = LANES) -> TensorIntrin:
+    """The ``mr x cols x kc`` dot-product intrinsic of ``kind`` (``"vnni"``, ``"bf16"`` on x86;
+    ``"sdot"``, ``"udot"`` on AArch64; see the module docstring; 32 columns on x86 only). Its
+    vector path is compiled unconditionally for the kind's architecture (a kernel using it needs
+    the CPU extension: ``intrin.requires``); ``portable=True`` keeps only the C path, as does a
+    strict C99 build."""
     d = check_block(kind, mr, kc, "dot_intrin", 1)
-    tag = f"{kind}_{mr}x{kc}" + ("_portable" if portable else "")
+    if cols not in COLS or (cols != LANES and d.machine != "x86_64"):
+        raise ValueError(f"dot_intrin: cols must be {LANES} (or 32 on x86) for {kind}, got {cols!r}")
+    if mr * cols // LANES > 28:
+        raise ValueError(f"dot_intrin: {mr} rows of {cols} columns need more than 28 accumulators")
+    tag = f"{kind}_{mr}x{kc}" + (f"_n{cols}" if cols != LANES else "") + ("_portable" if portable else "")
     if portable:
         vector = None
     elif d.machine == "aarch64":
         vector = neon_vector(f"asc_dot_{tag}_v", d.a_dtype == "int8", mr, kc)
     else:
-        vector = "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc)
-    return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires)
+        vector = "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc, cols)
+    return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires, cols)
 
 
 def check_block(kind: str, mr: int, kc: int, who: str, k_step: int) -> DotKind:
@@ -205,17 +224,23 @@ def check_block(kind: str, mr: int, kc: int, who: str, k_step: int) -> DotKind:
 
 
 def declare(
-    d: DotKind, mr: int, kc: int, name: str, vector: str | None, requires: tuple[str, ...]
+    d: DotKind,
+    mr: int,
+    kc: int,
+    name: str,
+    vector: str | None,
+    requires: tuple[str, ...],
+    cols: int = LANES,
 ) -> TensorIntrin:
-    """Declare intrinsic ``name`` computing the module docstring's block with the C ``vector``
-    (file-scope text defining ``asc_<name>_v(C, A, B, lda, ldc, acc)``; ``None``: the portable C
-    path only), which needs the CPU extensions ``requires``."""
+    """Declare intrinsic ``name`` computing the module docstring's block of ``cols`` columns with
+    the C ``vector`` (file-scope text defining ``asc_<name>_v(C, A, B, lda, ldc, acc)``; ``None``:
+    the portable C path only), which needs the CPU extensions ``requires``."""
     a = te.placeholder((mr, kc), d.a_dtype, name="a")
-    b = te.placeholder((kc // d.group, LANES, d.group), d.b_dtype, name="b")
+    b = te.placeholder((kc // d.group, cols, d.group), d.b_dtype, name="b")
     ko = te.reduce_axis(kc // d.group, name="ko")
     ki = te.reduce_axis(d.group, name="ki")
     c = te.compute(
-        (mr, LANES),
+        (mr, cols),
         lambda i, j: te.sum(
             a[i, ko * d.group + ki].astype(d.acc) * b[ko, j, ki].astype(d.acc), axis=[ko, ki]
         ),
@@ -227,9 +252,9 @@ def declare(
         c: decl_buffer(c.shape, d.acc, "C", strides=[te.var("ldc"), 1]),
     }
     head = "#include <string.h>\n" + (BF16_C if d.name == "bf16" else "")
-    scalar = _portable(f"asc_{name}_c", d, mr, kc)
+    scalar = _portable(f"asc_{name}_c", d, mr, kc, cols)
     reset = f"  for (int i = 0; i < {mr}; ++i)\n"
-    reset += f"    for (int j = 0; j < {LANES}; ++j) C[(long)i * ldc + j] = 0;"
+    reset += f"    for (int j = 0; j < {cols}; ++j) C[(long)i * ldc + j] = 0;"
     impl = CImpl(
         body=f"  asc_{name}(C, A, B, lda, ldc, 0);",
         reset=reset,

@@ -60,9 +60,9 @@ def matmul_lowp(
 ) -> Schedule:
     """``C[i, j] = sum(A[i, k] * B[k, j])`` over a packed ``B`` (see :func:`.dot.packed_tensors`):
     per block of ``mr`` rows (in parallel on a multi-threaded target) and ``kc`` reductions, one
-    intrinsic call per 16 columns; ``path`` (``"amx"``, ``"dot"``, ``"avx2"``, ``"portable"``;
-    default: the best the target allows) picks the intrinsic. Shapes that do not divide by ``mr``
-    or ``kc`` run the plain loop nest on the partial tiles."""
+    intrinsic call per panel of B (16 columns, or 32 on the x86 ``dot`` path); ``path`` (``"amx"``,
+    ``"dot"``, ``"avx2"``, ``"portable"``; default: the best the target allows) picks the intrinsic.
+    Shapes that do not divide by ``mr`` or ``kc`` run the plain loop nest on the partial tiles."""
     tgt = Target.parse(target)
     A, B, C = tensors
     kind = _kind_of(A, B, C)
@@ -81,23 +81,25 @@ def matmul_lowp(
     if not isinstance(M, int) or not isinstance(K, int):
         raise ValueError("matmul_lowp: A's shape must be fixed")
     s = create_schedule(C)
-    tensorize_dot(s, C, kind, path, mr, kc, tgt.num_threads or 1)
+    tensorize_dot(s, C, kind, path, mr, kc, tgt.num_threads or 1, as_int(B.shape[-2]))
     return s
 
 
-def block_sizes(kind: str, path: str, m: int, k: int, mr: int = 0, kc: int = 0) -> tuple[int, int]:
-    """(rows, reductions) of one intrinsic call on ``path``: ``mr`` and ``kc`` as asked (0: the
-    path's default) made legal for it and for an ``m x k`` operand."""
+def block_sizes(
+    kind: str, path: str, m: int, k: int, mr: int = 0, kc: int = 0, cols: int = LANES
+) -> tuple[int, int]:
+    """(rows, reductions) of one intrinsic call of ``cols`` columns on ``path``: ``mr`` and ``kc``
+    as asked (0: the path's default) made legal for it and for an ``m x k`` operand."""
     d = KINDS[kind]
     step = 64 if path == "amx" else d.group  # AMX tiles take 64 bytes of k per row
     # A's block (mr x kc) in L1; long AMX calls spread the tile configuration's cost
     kc = kc or min(k, 1024 if path == "amx" and kind == "vnni" else 512)
     kc = max(step, kc // step * step)
     # NEON: 4 accumulators a row of 32 vector registers (see .neon_dot)
-    mr = mr or MR.get(path, 4 if d.machine == "aarch64" else _dividing_rows(m, X86_DOT_ROWS))
+    mr = mr or MR.get(path, 4 if d.machine == "aarch64" else _dividing_rows(m, X86_DOT_ROWS * LANES // cols))
     if path == "amx":
         return min(64, max(16, mr // 16 * 16)), kc
-    return max(1, min(mr, m, 28)), kc
+    return max(1, min(mr, m, 28 * LANES // cols)), kc
 
 
 def _dividing_rows(m: int, most: int) -> int:
@@ -105,19 +107,24 @@ def _dividing_rows(m: int, most: int) -> int:
     return next((r for r in range(most, most // 2 - 1, -1) if m % r == 0), most)
 
 
-def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int, threads: int) -> None:
-    """Block stage ``C`` (data axes ``..., i, j``, reductions ``..., ko, ki`` over a packed operand,
-    as :func:`.dot.packed_tensors` and ``dot_layout`` write them) in ``mr`` rows x 16 columns x
-    ``kc`` reductions (made legal by :func:`block_sizes`) and tensorize each block with ``path``'s
-    intrinsic; the outer data axes and row blocks go to the threads where ``threads`` > 1, and
-    the other reductions (a convolution's taps) run outside the blocks."""
+def tensorize_dot(
+    s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int, threads: int, cols: int = LANES
+) -> None:
+    """Block stage ``C`` (data axes ``..., i, j``, reductions ``..., ko, ki`` over an operand packed
+    in panels of ``cols`` columns, as :func:`.dot.packed_tensors` and ``dot_layout`` write them)
+    in ``mr`` rows x ``cols`` columns x ``kc`` reductions (made legal by :func:`block_sizes`) and
+    tensorize each block with ``path``'s intrinsic; the outer data axes and row blocks go to the
+    threads where ``threads`` > 1, and the other reductions (a convolution's taps) run outside the
+    blocks."""
+    if cols != LANES and path not in ("dot", "portable"):
+        raise ValueError(f"tensorize_dot: panels of {cols} columns have only the dot path, not {path}")
     group = KINDS[kind].group
     stage = s[C]
     *outer, i, j = stage.op.axis
     *taps, ko, ki = stage.op.reduce_axis
-    mr, kc = block_sizes(kind, path, as_int(i.extent), as_int(ko.extent) * group, mr, kc)
+    mr, kc = block_sizes(kind, path, as_int(i.extent), as_int(ko.extent) * group, mr, kc, cols)
     io, ii = stage.split(i, mr)
-    jo, ji = stage.split(j, LANES)
+    jo, ji = stage.split(j, cols)
     koo, koi = stage.split(ko, kc // group)
     # a block of A (mr x kc) stays in L1 while the packed panels of B stream by from L2; on one
     # thread the kc rows of B (all its panels) stay there for every block of rows, on several the
@@ -132,5 +139,5 @@ def tensorize_dot(s: Schedule, C: Tensor, kind: str, path: str, mr: int, kc: int
     elif path == "avx2":
         intrin = avx2_dot_intrin(mr, kc, kind)
     else:
-        intrin = dot_intrin(kind, mr, kc, portable=path == "portable")
+        intrin = dot_intrin(kind, mr, kc, portable=path == "portable", cols=cols)
     stage.tensorize(ii, intrin)

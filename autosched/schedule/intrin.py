@@ -37,9 +37,9 @@ def _dot_layout(s: ScheduleLike, stage: Stage, step: st.DotLayoutStep) -> None:
         raise ScheduleError(f"{stage.name} is not a compute stage")
     if stage.relations or stage.annotations or stage.tensorized:
         raise ScheduleError("dot_layout must come before the stage's loops are changed")
-    if step.group not in (1, 2, 4) or step.lanes not in (4, 8, 16):
+    if step.group not in (1, 2, 4) or step.lanes not in (4, 8, 16, 32):
         raise ScheduleError(
-            f"dot_layout: group must be 1, 2 or 4 and lanes 4, 8 or 16, got {step.group}, {step.lanes}"
+            f"dot_layout: group must be 1, 2 or 4 and lanes 4, 8, 16 or 32, got {step.group}, {step.lanes}"
         )
     op = stage.op
     split_stage(s, stage, lambda: make_dot_layout_ops(op, step.group, step.lanes))

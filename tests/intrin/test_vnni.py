@@ -43,6 +43,50 @@ def test_pack_b_lays_k_groups_of_16_columns_side_by_side() -> None:
         pack_b(np.zeros((8, 20)), 4)
 
 
+def test_panels_of_32_columns_for_the_x86_blocks_of_two_vectors() -> None:
+    b = np.arange(4 * 64).reshape(4, 64)
+    p = pack_b(b, 2, cols=32)
+    assert p.shape == (2, 2, 32, 2)
+    for jo, ko, ji, ki in np.ndindex(*p.shape):
+        assert p[jo, ko, ji, ki] == b[ko * 2 + ki, jo * 32 + ji]
+    for bad in (lambda: pack_b(np.zeros((8, 48)), 4, cols=32), lambda: packed_tensors(8, 48, 8, cols=32),
+                lambda: pack_b(np.zeros((8, 64)), 4, cols=64), lambda: dot_intrin("sdot", 4, 16, cols=32),
+                lambda: dot_intrin("vnni", 15, 16, cols=32)):  # fmt: skip
+        with pytest.raises(ValueError, match="N=48 must divide by 32|cols must|accumulators"):
+            bad()
+    T = packed_tensors(8, 64, 8, "vnni", cols=32)
+    with pytest.raises(ValueError, match="panels of 32 columns have only the dot path"):
+        matmul_lowp(T, "c -mattr=avx2", path="avx2")
+
+
+@pytest.mark.requires("gcc")
+@pytest.mark.parametrize("kind", ["vnni", "bf16"])
+def test_blocks_of_32_columns_equal_numpy(kind: str) -> None:
+    """Two vectors of columns per block (each broadcast of A used twice): the portable path on any
+    CPU, and the vector path where the CPU has the extension; partial row blocks, two k blocks."""
+    m, n, k = 37, 96, 128
+    if kind == "vnni":
+        a, b = _int8(m, n, k)
+        a[0, :], b[:, 0] = 255, -128
+        want = a.astype(np.int32) @ b.astype(np.int32)
+    else:
+        a = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+        b = RNG.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+        want = a.astype(np.float32) @ b.astype(np.float32)
+    group = 4 if kind == "vnni" else 2
+    T = packed_tensors(m, n, k, kind, cols=32)
+    paths = ["portable"] + (["dot"] if pick_path(kind) == "dot" else [])
+    for path in paths:
+        s = matmul_lowp(T, "c -num-threads=2", path=path, mr=6, kc=64)
+        f = asc.build(s, T, "c -num-threads=2")
+        c = np.zeros((m, n), want.dtype)
+        f(a, pack_b(b, group, cols=32), c)
+        tol = 0 if kind == "vnni" else 1e-4
+        np.testing.assert_allclose(c, want, rtol=tol / 10, atol=tol)
+        suffix = "_n32" + ("_portable" if path == "portable" else "")
+        assert any(st.kind == "tensorize" and st.intrin.endswith(suffix) for st in s.steps)
+
+
 @pytest.mark.requires("gcc")
 @pytest.mark.parametrize("m, kc", [(40, 64), (13, 128)])  # two k blocks (update), partial row tiles
 def test_portable_vnni_path_is_bit_exact(m: int, kc: int) -> None:
@@ -252,11 +296,13 @@ def test_library_intrinsics_are_declared_again_from_their_recorded_names() -> No
     """A record names its intrinsic; a process that never built the schedule declares it from the
     name (so a tuned record replays anywhere), and a name no pattern reads is not the library's."""
     for name in ("dot_avx2_3x256", "dot_avx2_sdot_2x64", "dot_vnni_8x512", "dot_sdot_4x64_portable",
+                 "dot_vnni_8x512_n32", "dot_bf16_6x64_n32_portable",
                  "amx_bf16_32x512", "gemm_ukernel_6x16x256_float32_auto"):  # fmt: skip
         INTRINS.pop(name, None)
         intrin = lookup_intrin(name)
         assert intrin is not None and intrin.name == name and INTRINS[name] is intrin
     assert steps_extensions([TensorizeStep("C", "i.inner", "dot_avx2_2x128")]) == ("avx2",)
     for name in ("dot_avx2_99x128", "dot_vnni_8x30", "dot_avx2_2x128; rm -rf /", "amx_vnni_20x64",
+                 "dot_vnni_16x64_n32", "dot_sdot_4x64_n32", "dot_vnni_4x64_n16",
                  "gemm_ukernel_0x16x4_float32_auto", "dot_avx2_02x128"):  # fmt: skip
         assert library_intrin(name) is None, name

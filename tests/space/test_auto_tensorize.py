@@ -252,10 +252,36 @@ def test_programs_of_the_tensorize_sketch_equal_numpy(name: str, shape: tuple[in
     assert all(m % rows == 0 for rows, _ in drawn)  # no partial block left to the scalar loop nest
 
 
+@pytest.mark.requires("gcc", "avx512_vnni")
+def test_the_avx512_path_takes_panels_of_32_columns_where_n_allows() -> None:
+    wl = asc.Task("test_user_int8_mm", (28, 64, 68)).workload
+    target = "c -mattr=avx512_vnni,avx512bw,avx512f -num-threads=2"
+    space = SketchSpace(wl, target)
+    index = _rules(space).index("tensorize")
+    rng = random.Random(3)
+    a, w, want = _operands(28, 64, 68)
+    built = 0
+    for _ in range(100):
+        program = space.sample(rng)
+        if program.sketch != index or built == 3:
+            continue
+        s = space.schedule(program)
+        assert any(st.kind == "dot_layout" and st.lanes == 32 for st in s.steps)
+        assert any(st.kind == "tensorize" and st.intrin.endswith("_n32") for st in s.steps)
+        c = np.zeros((28, 64), np.int32)
+        asc.build(s, wl.tensors(), target)(a, w, c)
+        np.testing.assert_array_equal(c, want)
+        built += 1
+    assert built == 3
+
+
 def test_row_blocks_divide_the_rows_where_any_choice_does() -> None:
     assert mr_choices("vnni", "dot", 28) == (4, 7, 14, 28)  # a 28-pixel row of a convolution
     assert mr_choices("vnni", "dot", 1024) == (4, 8, 16)
     assert mr_choices("vnni", "dot", 31) == DOT_FALLBACK  # a prime over 28: partial blocks
+    # blocks of 32 columns: two accumulators a row, at most 28
+    assert mr_choices("vnni", "dot", 28, 32) == (4, 7, 14)
+    assert mr_choices("vnni", "dot", 31, 32) == (4, 6, 8, 12)
     assert mr_choices("vnni", "avx2", 21) == (1, 3)
     assert mr_choices("sdot", "dot", 10) == (2,)  # NEON
     assert mr_choices("vnni", "amx", 20) == (16, 32, 48, 64)  # whole tiles, whatever the rows
