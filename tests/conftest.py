@@ -43,6 +43,25 @@ def _imports(module: str, check: Callable[[object], object] = lambda m: True) ->
         return False
 
 
+#: why a probe found its tool unusable, where it can say more than the install hint
+PROBE_NOTES: dict[str, str] = {}
+
+
+def _opencl_builds() -> bool:
+    """Whether pyopencl finds a device and builds a kernel on it: PoCL's LLVM may not know this CPU
+    (on AMD Zen 5 it falls back to CPU 'generic', which its clang rejects)."""
+    try:
+        import pyopencl as cl
+
+        device = cl.get_platforms()[0].get_devices()[0]
+        cl.Program(cl.Context([device]), "__kernel void k(__global float* x) { x[0] = 1.0f; }").build()
+    except Exception as e:  # any failure to import, to find a device or to build means "absent"
+        lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower() and ln.strip()]
+        PROBE_NOTES["pyopencl"] = f"here: {(lines or [type(e).__name__])[-1]}"
+        return False
+    return True
+
+
 def _links_openblas() -> bool:
     """Whether gcc builds and links a program calling cblas_sgemm from OpenBLAS."""
     if shutil.which("gcc") is None:
@@ -116,8 +135,7 @@ PROBES: dict[str, tuple[Callable[[], bool], str]] = {
     "arm-none-eabi-gcc": (_builds_for_cortex_m, "apt-get install gcc-arm-none-eabi libnewlib-arm-none-eabi"),
     "qemu-system-arm": (lambda: shutil.which("qemu-system-arm") is not None,
                         "apt-get install qemu-system-arm"),
-    "pyopencl": (lambda: _imports("pyopencl", lambda cl: cl.get_platforms()),  # type: ignore[attr-defined]
-                 "pip install pyopencl pocl-binary-distribution"),
+    "pyopencl": (_opencl_builds, "pip install pyopencl pocl-binary-distribution, on a CPU PoCL's LLVM knows"),
     "nvrtc": (lambda: _imports("cuda.bindings.nvrtc", _nvrtc_works),
               "pip install cuda-bindings nvidia-cuda-nvrtc"),
     "ptxas": (lambda: ptxas_path() is not None,
@@ -182,7 +200,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 raise pytest.UsageError(f"requires({name!r}): unknown tool; known: {', '.join(PROBES)}")
             _declared.add(name)
             if not has_tool(name):
-                pytest.skip(f"needs {name} ({PROBES[name][1]})")
+                note = f"; {PROBE_NOTES[name]}" if name in PROBE_NOTES else ""
+                pytest.skip(f"needs {name} ({PROBES[name][1]}{note})")
 
 
 @pytest.fixture(autouse=True)

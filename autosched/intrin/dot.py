@@ -126,12 +126,15 @@ def _portable(name: str, d: DotKind, mr: int, kc: int, cols: int) -> str:
 
 #: one accumulation ``c += a . b`` as the instruction itself (AT&T order: b, a, c): through the
 #: intrinsics gcc 12 copies each tied accumulator to another register and back around every
-#: instruction, 1.3-1.5x slower (a 16-column VNNI block at 670 against 920-970 GOP/s on one Zen 5
-#: core, the instruction's rate 1,070; clang needs no help)
+#: instruction (benchmarks/bench_dot_rates.py on one Zen 5 core, data in L1: the 16 x 16 VNNI block
+#: at 566 GOP/s through the intrinsic, 979 as written here; 8 x 32: 566 and 1,047; clang 14 needs
+#: no help)
 ACCUMULATE = '__asm__("{op} %2, %1, %0" : "+v"({c}) : "v"(a), "v"({b}));'
 
 
-def _vector(name: str, d: DotKind, mr: int, kc: int, cols: int) -> str:
+def avx512_vector(name: str, d: DotKind, mr: int, kc: int, cols: int) -> str:
+    """The C of ``d``'s x86 block ``name(C, A, B, lda, ldc, acc)``: ``mr`` rows x ``cols`` (16 or
+    32) columns x ``kc`` reductions, accumulators in zmm registers (see the module docstring)."""
     a_t, b_t, c_t = (_dtype(t).c_name for t in (d.a_dtype, d.b_dtype, d.acc))
     panel, vector = cols * d.group, LANES * d.group  # B's elements per k group, per vector
     if d.acc == "int32":
@@ -205,7 +208,7 @@ def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False, cols: int = 
     elif d.machine == "aarch64":
         vector = neon_vector(f"asc_dot_{tag}_v", d.a_dtype == "int8", mr, kc)
     else:
-        vector = "#include <immintrin.h>\n" + _vector(f"asc_dot_{tag}_v", d, mr, kc, cols)
+        vector = "#include <immintrin.h>\n" + avx512_vector(f"asc_dot_{tag}_v", d, mr, kc, cols)
     return declare(d, mr, kc, f"dot_{tag}", vector, () if portable else d.requires, cols)
 
 
