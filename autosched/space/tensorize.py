@@ -67,8 +67,9 @@ def panel_cols(op: ComputeOp, kind: str, path: str) -> int:
 def mr_choices(kind: str, path: str, rows: int, cols: int = LANES) -> tuple[int, ...]:
     """Rows per intrinsic call of ``cols`` columns that annotation draws for ``kind`` on ``path``,
     for a stage of ``rows`` rows: those that divide it where any does (AMX's tiles excepted). A
-    partial block runs the plain loop nest, scalar code: one row of 28 left to it made a VNNI
-    convolution 4x slower (0.60 against 0.14 ms, 28x28x128x128 3x3 on two Zen 5 cores)."""
+    partial block runs the plain loop nest, scalar code: with blocks of 9 of a 28-pixel row the
+    tuner's best int8 convolution ran at 0.79x the float32 one, with dividing blocks 3.1-3.5x
+    (benchmarks/bench_auto_tensorize.py, two Zen 5 cores)."""
     path = "neon" if path == "dot" and KINDS[kind].machine == "aarch64" else path
     options = MR_CHOICES[path]
     if path == "amx":

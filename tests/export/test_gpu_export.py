@@ -65,6 +65,7 @@ def test_an_opencl_record_exports_to_a_host_program_that_checks_and_times_it(
     assert "check: OK" in run.stdout and re.search(r"time: [0-9.]+ ms", run.stdout), run.stdout
 
 
+@pytest.mark.requires("pyopencl")  # the record comes from tuning on PoCL (the fixture)
 def test_a_cuda_record_exports_kernels_and_a_launcher_that_nvcc_compiles(
     opencl_log: Path, tmp_path: Path
 ) -> None:
