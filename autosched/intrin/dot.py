@@ -30,6 +30,8 @@ from .neon_dot import neon_vector
 LANES = 16  # output columns per call: one 512-bit vector of int32 or float32 (four NEON vectors)
 #: columns per call (and per packed panel) the blocks may have: one or two vectors on x86
 COLS = (16, 32)
+#: zmm accumulators a block may hold: 32 registers less the panel of B and a broadcast of A
+MAX_ACCUMULATORS = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,8 +202,10 @@ def dot_intrin(kind: str, mr: int, kc: int, portable: bool = False, cols: int = 
     d = check_block(kind, mr, kc, "dot_intrin", 1)
     if cols not in COLS or (cols != LANES and d.machine != "x86_64"):
         raise ValueError(f"dot_intrin: cols must be {LANES} (or 32 on x86) for {kind}, got {cols!r}")
-    if mr * cols // LANES > 28:
-        raise ValueError(f"dot_intrin: {mr} rows of {cols} columns need more than 28 accumulators")
+    if mr * cols // LANES > MAX_ACCUMULATORS:
+        raise ValueError(
+            f"dot_intrin: {mr} rows of {cols} columns need more than {MAX_ACCUMULATORS} accumulators"
+        )
     tag = f"{kind}_{mr}x{kc}" + (f"_n{cols}" if cols != LANES else "") + ("_portable" if portable else "")
     if portable:
         vector = None

@@ -10,7 +10,7 @@ from ..expr import Tensor, as_int
 from ..schedule import Schedule, create_schedule
 from ..target import Target
 from .amx import amx_intrin
-from .dot import KINDS, LANES, dot_intrin
+from .dot import KINDS, LANES, MAX_ACCUMULATORS, dot_intrin
 from .dot_avx2 import REQUIRES as AVX2_REQUIRES
 from .dot_avx2 import avx2_dot_intrin
 from .isa import target_extensions
@@ -29,8 +29,8 @@ PATHS = {
 #: rows per block where the path fixes it: AMX's C tiles; AVX2's 16 vector registers (.dot_avx2)
 MR = {"amx": 32, "avx2": 2}
 #: AVX-512's default rows: 16 accumulators of its 32 registers, beside a panel of B and a broadcast
-#: of A (a 1024-cubed VNNI matmul on two Zen 5 cores: 1,780 GOP/s, 1,710 with 8 rows, 900 with 12,
-#: whose partial block at the end runs the plain loop nest)
+#: of A; halved down to a divisor of M where one is near (a partial block at the end runs the plain
+#: loop nest, scalar code)
 X86_DOT_ROWS = 16
 
 
@@ -99,7 +99,7 @@ def block_sizes(
     mr = mr or MR.get(path, 4 if d.machine == "aarch64" else _dividing_rows(m, X86_DOT_ROWS * LANES // cols))
     if path == "amx":
         return min(64, max(16, mr // 16 * 16)), kc
-    return max(1, min(mr, m, 28 * LANES // cols)), kc
+    return max(1, min(mr, m, MAX_ACCUMULATORS * LANES // cols)), kc
 
 
 def _dividing_rows(m: int, most: int) -> int:

@@ -14,8 +14,8 @@ and ``kc`` (multiples of the kind's ``k`` group dividing K) as one-level tiles o
 go to the threads is its ``parallel``. A computed ``A`` (a padding stage) is computed at the
 root (the sketch's ``root`` rule): inlined into the stage, the intrinsic would no longer match
 it. N must divide by 16 and K by the group; on x86's AVX-512 path, an N that divides by 32 gets
-panels of 32 columns (two vectors per call: 1,925 against 1,731 GOP/s for a 1024-cubed VNNI
-matmul on two Zen 5 cores).
+panels of 32 columns (two vectors per call: 1,908 against 1,726 GOP/s for a 1024-cubed VNNI
+matmul on two Zen 5 cores, benchmarks/bench_lowp.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 
 from ..expr import ComputeOp, IterVar, Tensor, as_int
-from ..intrin.dot import COLS, KINDS, LANES
+from ..intrin.dot import COLS, KINDS, LANES, MAX_ACCUMULATORS
 from ..intrin.lowp import block_sizes, pick_path, tensorize_dot
 from ..schedule import Schedule
 from ..schedule.dot_layout import match_dot
@@ -75,8 +75,9 @@ def mr_choices(kind: str, path: str, rows: int, cols: int = LANES) -> tuple[int,
     if path == "amx":
         return options
     fallback = DOT_FALLBACK if path == "dot" else options
-    if path == "dot":  # at most 28 accumulators
-        options, fallback = (tuple(r for r in rs if r * cols <= 28 * LANES) for rs in (options, fallback))
+    if path == "dot":
+        fits = MAX_ACCUMULATORS * LANES // cols  # rows of accumulators that fit the registers
+        options, fallback = (tuple(r for r in rs if r <= fits) for rs in (options, fallback))
     return tuple(r for r in options if rows % r == 0) or fallback
 
 
